@@ -1,0 +1,1 @@
+"""CLI subcommands: each module defines `register(subparsers)`; `envgym.cli` discovers them."""

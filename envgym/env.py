@@ -1,0 +1,295 @@
+"""`ToolWorldEnv`: a Gymnasium environment in which an LLM agent uses tools over a stateful world to help a user.
+
+The contract
+------------
+``reset(seed=None, options=None) -> (observation, info)``
+    Starts an episode on a fresh copy of the world's initial state with one task: ``options["task_id"]``, else the
+    task fixed at construction (``task=``), else one drawn from the env's RNG. The observation is text: the system
+    prompt (with the tools) and the user's first message. ``info["messages"]`` is the whole conversation in OpenAI
+    chat format, ``info["tools"]`` the OpenAI tool schemas and ``info["task_id"]`` the task.
+
+``step(action) -> (observation, reward, terminated, truncated, info)``
+    ``action`` is the agent's turn: text, optionally with ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
+    blocks, or an OpenAI assistant message dict with ``tool_calls``. Several calls run in order and each gets a
+    tool message; the observation is those tool results. A turn without tool calls is a reply to the user and the
+    observation is the user's answer. Any string is a legal action: a malformed call gets an error observation that
+    names the problem and the episode goes on.
+
+    ``terminated`` is True when the user ends the conversation (goal met or patience lost) or the agent ends it by
+    writing ``###STOP###``. ``truncated`` is True when ``max_steps`` turns have been taken. The reward is 0 until the
+    episode ends; then it is the rubric's verdict (``info["reward_components"]``): 1.0 only if the final state equals
+    the state the task's reference solution reaches, every env assertion holds and every required output was said.
+
+The rubric and the reference solution never appear in observations, tools or ``info``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import string
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector.utils import shared_memory
+
+from envgym.loader import EnvironmentData, build_environment, load_environment
+from envgym.protocol import (
+    INVALID_CALL_NAME,
+    ParsedCall,
+    parse_action,
+    render_observation,
+    render_tools_prompt,
+    tool_message,
+)
+from envgym.rewards.rubric import grade, total_reward
+from envgym.users import STOP, LLMUser, ScriptedUser, UserSimulator
+from envgym.world.spec import TaskSpec, WorldSpec
+from envgym.world.state import WorldState
+from envgym.world.tools import ToolResult, resolve_python
+
+MAX_TEXT = 1 << 18
+
+
+class TextSpace(spaces.Text):
+    """Any string up to `max_length` characters (tool calls and replies are arbitrary unicode).
+
+    `sample()` draws printable ASCII, as `gymnasium.spaces.Text` does; `contains` accepts every string, because an
+    agent may write any text and the env must answer it.
+    """
+
+    def __init__(self, max_length: int = MAX_TEXT, sample_length: int = 64, seed: int | None = None):
+        super().__init__(max_length=max_length, min_length=0, charset=string.printable, seed=seed)
+        self.sample_length = sample_length
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        length = int(self.np_random.integers(0, self.sample_length + 1))
+        return "".join(self.np_random.choice(list(string.printable), size=length))
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and len(x) <= self.max_length
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, TextSpace) and other.max_length == self.max_length
+
+
+# AsyncVectorEnv passes observations through shared memory; Gymnasium's Text layout keeps only charset characters,
+# so TextSpace stores unicode code points instead, ended by -1.
+@shared_memory.create_shared_memory.register(TextSpace)
+def _create_text_memory(space: TextSpace, n: int = 1, ctx: Any = multiprocessing) -> Any:
+    return ctx.Array(np.dtype(np.int32).char, n * (space.max_length + 1))
+
+
+@shared_memory.write_to_shared_memory.register(TextSpace)
+def _write_text_memory(space: TextSpace, index: int, value: str, memory: Any) -> None:
+    size = space.max_length + 1
+    target = np.frombuffer(memory.get_obj(), dtype=np.int32)[index * size : (index + 1) * size]
+    codes = np.frombuffer(value[: space.max_length].encode("utf-32-le"), dtype=np.int32)
+    target[: len(codes)] = codes
+    target[len(codes)] = -1
+
+
+class _SharedTexts(Sequence[str]):
+    """A live view of the texts in shared memory. AsyncVectorEnv reads its buffer once at start-up and deep-copies
+    it on every step, so the view decodes on access and a deep copy is a plain tuple of the current texts."""
+
+    def __init__(self, space: TextSpace, memory: Any, n: int):
+        self._rows = np.frombuffer(memory.get_obj(), dtype=np.int32).reshape(n, space.max_length + 1)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        row = self._rows[index]
+        end = np.flatnonzero(row == -1)
+        return row[: end[0] if len(end) else len(row) - 1].tobytes().decode("utf-32-le")
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> tuple[str, ...]:
+        return tuple(self)
+
+
+@shared_memory.read_from_shared_memory.register(TextSpace)
+def _read_text_memory(space: TextSpace, memory: Any, n: int = 1) -> _SharedTexts:
+    return _SharedTexts(space, memory, n)
+
+
+class ToolWorldEnv(gym.Env[str, Any]):
+    """A tool-use episode over a stateful world (see the module docstring for the contract)."""
+
+    metadata = {"render_modes": ["ansi"]}  # noqa: RUF012 (gymnasium declares it an instance attribute)
+
+    def __init__(
+        self,
+        env_dir: str | Path | None = None,
+        *,
+        data: EnvironmentData | None = None,
+        world: WorldSpec | None = None,
+        tasks: list[TaskSpec] | None = None,
+        task: str | None = None,
+        max_steps: int | None = None,
+        seed: int | None = None,
+        failure_rate: float | None = None,
+        user: str | Callable[[TaskSpec], UserSimulator] = "scripted",
+        user_model: Any = None,
+        render_mode: str | None = None,
+    ):
+        if data is None:
+            if env_dir is not None:
+                data = load_environment(str(Path(env_dir).resolve()))
+            elif world is not None:
+                data = build_environment(world, tasks or [])
+            else:
+                raise ValueError("ToolWorldEnv needs env_dir, data, or world (+ tasks)")
+        if not data.tasks:
+            raise ValueError(f"environment {data.name!r} has no tasks")
+        if task is not None:
+            data.task(task)  # fail early on an unknown task id
+        self.data = data
+        self.fixed_task = task
+        self.max_steps = max_steps
+        self.failure_rate = data.world.failure_rate if failure_rate is None else failure_rate
+        self.user_kind = user
+        self.user_model = user_model
+        self.render_mode = render_mode
+        self.action_space = TextSpace()
+        self.observation_space = TextSpace()
+        self._default_seed = seed
+        self._tools = data.executor.openai_tools()
+        self._system = self._system_prompt(data.world)
+        self._hooks = {
+            name: resolve_python(data.directory, ref)
+            for name, ref in data.world.hooks.model_dump().items()
+            if ref is not None
+        }
+        self.state: WorldState | None = None
+        self.task: TaskSpec | None = None
+        self.messages: list[dict[str, Any]] = []
+        self._done = True
+
+    # ---------------------------------------------------------------- the Gymnasium API
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        if seed is None and self._default_seed is not None:
+            seed, self._default_seed = self._default_seed, None
+        super().reset(seed=seed)
+        self._close_state()
+        options = options or {}
+        task_id = options.get("task_id") or options.get("task") or self.fixed_task
+        if task_id is not None:
+            self.task = self.data.task(str(task_id))
+        else:
+            self.task = self.data.tasks[int(self.np_random.integers(len(self.data.tasks)))]
+        self._rng = random.Random(int(self.np_random.integers(2**63)))
+        self.state = self.data.initial.copy()
+        if "on_reset" in self._hooks:
+            self._hooks["on_reset"](self.state, self.task, self._rng)
+        self.user = self._make_user(self.task)
+        self.steps = 0
+        self.tool_results: list[ToolResult] = []
+        self._done = False
+        self._started = time.perf_counter()
+        self.messages = [
+            {"role": "system", "content": self._system},
+            {"role": "user", "content": self.user.opening()},
+        ]
+        obs = f"system: {self._system}\n\n{render_tools_prompt(self._tools)}\n\nuser: {self.messages[1]['content']}"
+        return obs, self._info()
+
+    def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        if self._done or self.task is None or self.state is None:
+            return "The episode is over; call reset() to start a new one.", 0.0, True, False, self._info()
+        self.steps += 1
+        message, calls = parse_action(action, id_prefix=f"call_{self.steps}_")
+        self.messages.append(message)
+        terminated = False
+        if calls:
+            new = [self._run_call(call) for call in calls]
+        elif STOP in (message.get("content") or ""):
+            new, terminated = [], True
+        else:
+            turn = self.user.respond(message.get("content") or "", self._goal_reached)
+            new, terminated = [{"role": "user", "content": turn.text}], turn.done
+        self.messages.extend(new)
+        limit = self.max_steps or self.task.max_steps or self.data.world.max_steps
+        truncated = not terminated and self.steps >= limit
+        reward = 0.0
+        info = self._info(calls=len(calls))
+        if terminated or truncated:
+            self._done = True
+            components = self._grade()
+            reward = total_reward(components)
+            info["reward_components"] = components
+            info["wall_s"] = time.perf_counter() - self._started
+        obs = render_observation(new) if new else "(the conversation has ended)"
+        return obs, reward, terminated, truncated, info
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return render_observation(self.messages)
+        return None
+
+    def close(self) -> None:
+        self._close_state()
+        super().close()
+
+    # ---------------------------------------------------------------- mechanics
+
+    @staticmethod
+    def _system_prompt(world: WorldSpec) -> str:
+        if world.policy:
+            return f"{world.system_prompt}\n\n# Policy\n{world.policy.strip()}"
+        return world.system_prompt
+
+    def _make_user(self, task: TaskSpec) -> UserSimulator:
+        if callable(self.user_kind):
+            return self.user_kind(task)
+        if self.user_kind == "scripted":
+            return ScriptedUser(task)
+        if self.user_kind == "llm":
+            if self.user_model is None:
+                raise ValueError("user='llm' needs user_model=<ChatModel>")
+            return LLMUser(task, self.user_model)
+        raise ValueError(f"unknown user simulator {self.user_kind!r}; expected 'scripted', 'llm' or a factory")
+
+    def _run_call(self, call: ParsedCall) -> dict[str, Any]:
+        assert self.state is not None
+        if call.error is not None:
+            kind = "parse_error" if call.name == INVALID_CALL_NAME else "invalid_arguments"
+            result = ToolResult(False, error=call.error, error_kind=kind)
+        else:
+            result = self.data.executor.execute(self.state, call.name, call.arguments, self._rng, self.failure_rate)
+        self.tool_results.append(result)
+        return tool_message(call, result.payload())
+
+    def _goal_reached(self) -> bool:
+        return total_reward(self._grade()) == 1.0
+
+    def _grade(self) -> dict[str, float]:
+        assert self.task is not None and self.state is not None
+        components = grade(self.task, self.state, self.data.target_hash(self.task), self.messages)
+        if "grade" in self._hooks:
+            components.update(self._hooks["grade"](self.state, self.task, self.messages))
+        return components
+
+    def _info(self, calls: int = 0) -> dict[str, Any]:
+        return {
+            "env_name": self.data.name,
+            "task_id": self.task.id if self.task else None,
+            "messages": self.messages,
+            "tools": self._tools,
+            "step": getattr(self, "steps", 0),
+            "tool_errors": [r.error_kind for r in self.tool_results[-calls:] if not r.ok] if calls else [],
+        }
+
+    def _close_state(self) -> None:
+        if self.state is not None and "on_close" in self._hooks:
+            self._hooks["on_close"](self.state)
+        self.state = None
+

@@ -1,0 +1,64 @@
+"""Loading an environment folder (world.yaml, tasks.jsonl, policy.md, optional tools.py) once per process."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envgym.rewards.rubric import replay_solution
+from envgym.world.spec import SpecError, TaskSpec, WorldSpec, load_tasks, load_world
+from envgym.world.state import WorldState, generate_state
+from envgym.world.tools import ToolExecutor
+
+
+@dataclass
+class EnvironmentData:
+    """Everything an environment needs, loaded and validated: world, tasks, initial state, tool executor."""
+
+    world: WorldSpec
+    tasks: list[TaskSpec]
+    directory: Path | None
+    initial: WorldState
+    executor: ToolExecutor
+    _targets: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.world.name
+
+    def task(self, task_id: str) -> TaskSpec:
+        for task in self.tasks:
+            if task.id == task_id:
+                return task
+        raise KeyError(f"environment {self.name!r} has no task {task_id!r} (it has {len(self.tasks)} tasks)")
+
+    def target_state(self, task: TaskSpec) -> WorldState:
+        """The state the reference solution reaches from the initial world."""
+        return replay_solution(self.executor, self.initial, task)
+
+    def target_hash(self, task: TaskSpec) -> str:
+        """Hash of the reference solution's end state, computed once per task."""
+        if task.id not in self._targets:
+            self._targets[task.id] = self.target_state(task).hash()
+        return self._targets[task.id]
+
+
+def build_environment(world: WorldSpec, tasks: list[TaskSpec], directory: Path | None = None) -> EnvironmentData:
+    """Assemble an environment from models (e.g. built in code or by the synthesizer)."""
+    if world.policy == "" and directory is not None and (directory / "policy.md").exists():
+        world = world.model_copy(update={"policy": (directory / "policy.md").read_text()})
+    return EnvironmentData(world, tasks, directory, generate_state(world), ToolExecutor(world, directory))
+
+
+@functools.lru_cache(maxsize=64)
+def load_environment(directory: str | Path) -> EnvironmentData:
+    """Load and validate an environment folder; errors name the file and what is wrong."""
+    path = Path(directory)
+    world_file = next((path / n for n in ("world.yaml", "world.yml", "world.json") if (path / n).exists()), None)
+    if world_file is None:
+        raise SpecError(f"{path}: no world.yaml in this environment folder")
+    world = load_world(world_file)
+    tasks_file = path / "tasks.jsonl"
+    tasks = load_tasks(tasks_file) if tasks_file.exists() else []
+    return build_environment(world, tasks, path)

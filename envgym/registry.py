@@ -1,0 +1,66 @@
+"""Finding environment folders and registering them with Gymnasium as `envgym/<name>-v0`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import gymnasium as gym
+
+ENTRY_POINT = "envgym.env:ToolWorldEnv"
+NAMESPACE = "envgym"
+
+
+def bundled_dir() -> Path:
+    """The bundled suite: `environments/` in a source checkout, `envgym/environments/` in an installed wheel."""
+    package = Path(__file__).resolve().parent
+    for candidate in (package / "environments", package.parent / "environments"):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"bundled environments not found next to {package}")
+
+
+def env_dirs(root: str | Path) -> list[Path]:
+    """Environment folders directly under `root` (those holding a world file), sorted by name."""
+    root = Path(root)
+    return sorted(p for p in root.iterdir() if p.is_dir() and any((p / n).exists() for n in ("world.yaml", "world.json")))
+
+
+def env_id(name: str) -> str:
+    return f"{NAMESPACE}/{name}-v0"
+
+
+def register_dir(root: str | Path, *, override: bool = False) -> list[str]:
+    """Register every environment folder under `root`; returns the ids. `gym.make(id)` then works on each."""
+    ids = []
+    for path in env_dirs(root):
+        eid = env_id(path.name)
+        if eid in gym.registry and not override:
+            ids.append(eid)
+            continue
+        gym.register(id=eid, entry_point=ENTRY_POINT, kwargs={"env_dir": str(path)}, disable_env_checker=False)
+        ids.append(eid)
+    return ids
+
+
+def register_bundled() -> list[str]:
+    """Register the bundled suite plus every folder in $ENVGYM_ENV_DIRS (os.pathsep-separated)."""
+    ids = register_dir(bundled_dir())
+    for extra in filter(None, os.environ.get("ENVGYM_ENV_DIRS", "").split(os.pathsep)):
+        ids += register_dir(extra)
+    return ids
+
+
+def registered_ids() -> list[str]:
+    return sorted(i for i in gym.registry if i.startswith(f"{NAMESPACE}/"))
+
+
+def find_env_dir(name: str) -> Path:
+    """The folder of a registered environment by short name (`retail`) or id (`envgym/retail-v0`)."""
+    eid = name if "/" in name else env_id(name)
+    if eid not in gym.registry:
+        raise KeyError(f"unknown environment {name!r}; registered: {', '.join(registered_ids())}")
+    kwargs = gym.registry[eid].kwargs or {}
+    if "env_dir" not in kwargs:
+        raise KeyError(f"{eid} is not a folder-backed environment")
+    return Path(kwargs["env_dir"])

@@ -1,0 +1,1 @@
+"""Rewards: the verifiable rubric, an LLM judge and per-tool-call rewards."""

@@ -1,0 +1,99 @@
+"""User simulators: the other side of the conversation.
+
+`ScriptedUser` is deterministic and task-driven: it opens with the task's first message, answers questions with
+what the task says the user knows, approves confirmations, says it is done once its goal is met and gives up after
+a few unhelpful replies. `LLMUser` plays the user with any ChatModel.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from envgym.world.spec import TaskSpec
+
+STOP = "###STOP###"
+_CONFIRM_RE = re.compile(r"\b(confirm|proceed|go ahead|shall i|should i|do you want|would you like|is that (ok|right|correct))\b")
+
+
+@dataclass
+class UserTurn:
+    text: str
+    done: bool = False
+
+
+class UserSimulator(Protocol):
+    def opening(self) -> str: ...
+
+    def respond(self, agent_text: str, goal_reached: Callable[[], bool]) -> UserTurn: ...
+
+
+def _aliases(key: str) -> list[str]:
+    words = key.lower().replace("-", "_").split("_")
+    aliases = {" ".join(words), "".join(words)}
+    if len(words) > 1 and words[-1] in ("id", "number"):
+        aliases.add(" ".join(words[:-1]))
+    return sorted(a for a in aliases if a)
+
+
+@dataclass
+class ScriptedUser:
+    """A deterministic user who follows the task script."""
+
+    task: TaskSpec
+    patience: int = 3
+    given: set[str] = field(default_factory=set)
+    unhelpful: int = 0
+
+    def opening(self) -> str:
+        return self.task.opening
+
+    def respond(self, agent_text: str, goal_reached: Callable[[], bool]) -> UserTurn:
+        if goal_reached():
+            return UserTurn(f"Thank you, that is everything I needed. {STOP}", done=True)
+        text = agent_text.lower()
+        answers = [
+            f"My {key.replace('_', ' ')} is {value}."
+            for key, value in self.task.user_known.items()
+            if any(alias in text for alias in _aliases(key))
+        ]
+        if answers:
+            self.given.update(k for k in self.task.user_known if any(a in text for a in _aliases(k)))
+            return UserTurn(" ".join(answers))
+        if _CONFIRM_RE.search(text) or text.rstrip().endswith("(yes/no)"):
+            return UserTurn("Yes, please go ahead.")
+        self.unhelpful += 1
+        if self.unhelpful > self.patience:
+            return UserTurn(f"I don't think this is going anywhere. Goodbye. {STOP}", done=True)
+        known = " ".join(f"My {k.replace('_', ' ')} is {v}." for k, v in self.task.user_known.items())
+        return UserTurn(f"I still need help with this: {self.task.instruction} {known}".strip())
+
+
+@dataclass
+class LLMUser:
+    """A user played by a chat model, prompted with the task's instruction and known facts."""
+
+    task: TaskSpec
+    model: Any  # envgym.llm.ChatModel
+    max_tokens: int = 96
+    history: list[dict[str, str]] = field(default_factory=list)
+
+    def opening(self) -> str:
+        self.history = [{"role": "assistant", "content": self.task.opening}]
+        return self.task.opening
+
+    def respond(self, agent_text: str, goal_reached: Callable[[], bool]) -> UserTurn:
+        if goal_reached():
+            return UserTurn(f"Thank you, that is everything I needed. {STOP}", done=True)
+        known = "\n".join(f"- {k}: {v}" for k, v in self.task.user_known.items())
+        system = (
+            "You are a customer talking to a support agent. Stay in character, answer briefly, and reveal "
+            f"only what is asked.\nYour goal: {self.task.instruction}\nWhat you know:\n{known}\n"
+            f"When your goal is met or you want to end the chat, write {STOP}."
+        )
+        self.history.append({"role": "user", "content": agent_text})
+        reply = self.model.chat([{"role": "system", "content": system}, *self.history], max_tokens=self.max_tokens)
+        self.history.append({"role": "assistant", "content": reply.text})
+        return UserTurn(reply.text.strip(), done=STOP in reply.text)

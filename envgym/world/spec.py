@@ -1,0 +1,271 @@
+"""The world file format: pydantic models for world.yaml and tasks.jsonl.
+
+A world is entities (tables of typed records seeded with faker), tools over them (declarative effects or Python
+functions), a policy text and tasks. `envgym schema` prints the JSON Schema of these models.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+ToolLabel = Literal["read_only", "destructive", "reads_untrusted", "egress"]
+FieldType = Literal["string", "integer", "number", "boolean", "list", "object"]
+EffectOp = Literal["get", "list", "search", "create", "update", "delete"]
+CompareOp = Literal["eq", "ne", "lt", "le", "gt", "ge", "in", "not_in", "contains", "exists", "not_exists"]
+
+
+class SpecError(ValueError):
+    """A world or task file that does not match the format; the message names the file and the path inside it."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FieldSpec(_Model):
+    """One typed field of an entity and how its seeded values are generated."""
+
+    type: FieldType = "string"
+    description: str = ""
+    faker: str | None = Field(None, description="Faker provider, e.g. 'email', 'name', 'street_address'.")
+    faker_args: dict[str, Any] = Field(default_factory=dict)
+    choices: list[Any] | None = Field(None, description="Pick one value uniformly from these.")
+    min: float | None = None
+    max: float | None = None
+    decimals: int | None = Field(None, description="Round generated numbers to this many decimals.")
+    ref: str | None = Field(None, description="Entity whose key this field holds (a foreign key).")
+    ref_count: tuple[int, int] | None = Field(None, description="For list refs: how many keys, [min, max].")
+    template: str | None = Field(None, description="A format string over the record's earlier fields and `index`.")
+    value: Any = Field(None, description="A constant value.")
+    unique: bool = False
+
+
+class EntitySpec(_Model):
+    """A table of records: a key field, typed fields and how many records the seeded world holds."""
+
+    key: str
+    key_format: str = Field("{prefix}{index:04d}", description="Format of generated keys; {prefix} and {index}.")
+    prefix: str = ""
+    count: int = Field(10, ge=0)
+    fields: dict[str, FieldSpec]
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _key_is_a_field(self) -> EntitySpec:
+        if self.key not in self.fields:
+            raise ValueError(f"key {self.key!r} is not one of the fields {sorted(self.fields)}")
+        return self
+
+
+class Precondition(_Model):
+    """A check on the target record before a write; `error` is the message the agent sees when it fails."""
+
+    field: str
+    op: CompareOp = "eq"
+    value: Any = None
+    error: str
+
+
+class Effect(_Model):
+    """A declarative tool effect over one entity.
+
+    Values in `match` and `set` that are strings starting with `$` name a tool argument (`$order_id`); `$$` escapes a
+    literal dollar. `key_arg` names the argument holding the record's key for get/update/delete.
+    """
+
+    op: EffectOp
+    entity: str
+    key_arg: str | None = None
+    match: dict[str, Any] = Field(default_factory=dict, description="get/list: field -> value that must be equal.")
+    query_arg: str | None = Field(None, description="search: argument holding the text to look for.")
+    search_fields: list[str] = Field(default_factory=list)
+    set: dict[str, Any] = Field(default_factory=dict, description="create/update: field -> value.")
+    preconditions: list[Precondition] = Field(default_factory=list)
+    returns: str | list[str] | None = Field(None, description="Return only this field (or these fields).")
+    limit: int = 50
+    not_found_error: str | None = Field(None, description="Message when no record matches; default names both.")
+
+
+class ToolSpec(_Model):
+    """A tool the agent may call: JSON Schema parameters and either an effect or a Python implementation."""
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+    description: str
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}, "additionalProperties": False}
+    )
+    labels: list[ToolLabel] = Field(default_factory=list)
+    effect: Effect | None = None
+    python: str | None = Field(None, description="'module:function' in the environment folder, e.g. 'tools:refund'.")
+    writes: list[str] | None = Field(None, description="Entities a Python tool may change (checked by synth).")
+    source: dict[str, Any] | None = Field(None, description="Where an imported tool came from (e.g. an MCP server).")
+
+    @model_validator(mode="after")
+    def _one_implementation(self) -> ToolSpec:
+        if (self.effect is None) == (self.python is None) and self.source is None:
+            raise ValueError(f"tool {self.name!r} needs exactly one of 'effect' or 'python'")
+        if self.parameters.get("type") != "object":
+            raise ValueError(f"tool {self.name!r}: parameters must be a JSON Schema with type 'object'")
+        return self
+
+    @property
+    def read_only(self) -> bool:
+        if "read_only" in self.labels:
+            return True
+        return self.effect is not None and self.effect.op in ("get", "list", "search")
+
+
+class ToolCall(_Model):
+    """One call of a tool by name with JSON arguments (a step of a reference solution)."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Assertion(_Model):
+    """A check on the final world state: `entity[key].field <op> value`, or that a record exists."""
+
+    entity: str
+    key: str | None = None
+    match: dict[str, Any] = Field(default_factory=dict, description="Find the record by fields instead of key.")
+    field: str | None = None
+    op: CompareOp = "eq"
+    value: Any = None
+    description: str = ""
+
+
+class TaskSpec(_Model):
+    """A task: what the user wants and knows, and how success is graded (hidden from the agent)."""
+
+    id: str
+    instruction: str = Field(description="The user's goal, in the user's words (the user simulator's script).")
+    opening: str = Field(description="The user's first message.")
+    user_known: dict[str, str] = Field(default_factory=dict, description="Facts the user gives when asked.")
+    solution: list[ToolCall] = Field(default_factory=list, description="Reference solution (tool calls in order).")
+    final_reply: str = Field("", description="What the reference agent says at the end.")
+    assertions: list[Assertion] = Field(default_factory=list)
+    required_outputs: list[str] = Field(default_factory=list, description="Strings the agent must say to the user.")
+    rubric: list[str] = Field(default_factory=list, description="Natural-language criteria for an LLM judge.")
+    max_steps: int | None = None
+    tags: list[str] = Field(default_factory=list)
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class Hooks(_Model):
+    """Optional Python hooks ('module:function' in the environment folder)."""
+
+    on_reset: str | None = Field(None, description="fn(state, task, rng) after the world is built for an episode.")
+    on_close: str | None = Field(None, description="fn(state) when the episode's state is discarded.")
+    grade: str | None = Field(None, description="fn(state, task, messages) -> dict of reward components in [0, 1].")
+
+
+class WorldSpec(_Model):
+    """A whole environment: entities, tools, policy, seed and settings."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_\-]*$")
+    description: str = ""
+    seed: int = 0
+    locale: str = "en_US"
+    entities: dict[str, EntitySpec] = Field(default_factory=dict)
+    tools: list[ToolSpec]
+    policy: str = ""
+    system_prompt: str = "You are a helpful assistant. Use the tools to help the user."
+    max_steps: int = 30
+    failure_rate: float = Field(0.0, ge=0.0, le=1.0, description="Chance a tool call fails transiently (seeded).")
+    hooks: Hooks = Field(default_factory=Hooks)
+    guard: dict[str, Any] = Field(default_factory=dict, description="Guard settings (see envgym.guard).")
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("tools")
+    @classmethod
+    def _unique_tool_names(cls, tools: list[ToolSpec]) -> list[ToolSpec]:
+        seen: set[str] = set()
+        for tool in tools:
+            if tool.name in seen:
+                raise ValueError(f"duplicate tool name {tool.name!r}")
+            seen.add(tool.name)
+        return tools
+
+    @model_validator(mode="after")
+    def _effects_name_entities(self) -> WorldSpec:
+        for i, tool in enumerate(self.tools):
+            if tool.effect and tool.effect.entity not in self.entities:
+                raise ValueError(
+                    f"tools[{i}] ({tool.name}): effect entity {tool.effect.entity!r} is not one of {sorted(self.entities)}"
+                )
+        for name, entity in self.entities.items():
+            for fname, f in entity.fields.items():
+                if f.ref and f.ref not in self.entities:
+                    raise ValueError(f"entities.{name}.fields.{fname}: ref {f.ref!r} is not an entity")
+        return self
+
+    def tool(self, name: str) -> ToolSpec | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+
+def _format_validation_error(path: Path | str, err: ValidationError, prefix: str = "") -> str:
+    lines = [f"{path}: invalid {err.title}"]
+    for e in err.errors():
+        where = prefix + ".".join(str(p) for p in e["loc"]) or "<root>"
+        lines.append(f"  at {where}: {e['msg']}")
+    return "\n".join(lines)
+
+
+def load_world(path: str | Path) -> WorldSpec:
+    """Load a world from a YAML or JSON file; a bad file raises SpecError naming the file, the path and the problem."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (OSError, yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read world file: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        return WorldSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_format_validation_error(path, exc)) from exc
+
+
+def load_tasks(path: str | Path) -> list[TaskSpec]:
+    """Load tasks from JSONL (one TaskSpec per line); errors name the file and line."""
+    path = Path(path)
+    tasks: list[TaskSpec] = []
+    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            tasks.append(TaskSpec.model_validate_json(line))
+        except ValidationError as exc:
+            raise SpecError(_format_validation_error(f"{path}:{lineno}", exc)) from exc
+    ids = [t.id for t in tasks]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise SpecError(f"{path}: duplicate task ids {dup[:5]}")
+    return tasks
+
+
+def dump_tasks(tasks: Iterable[TaskSpec], path: str | Path) -> None:
+    """Write tasks as canonical JSONL (sorted keys, no defaults dropped), byte-stable for the same tasks."""
+    lines = [json.dumps(t.model_dump(mode="json"), sort_keys=True, ensure_ascii=False) for t in tasks]
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def dump_world(world: WorldSpec, path: str | Path) -> None:
+    """Write a world as YAML, omitting fields left at their defaults, byte-stable for the same world."""
+    data = world.model_dump(mode="json", exclude_defaults=True)
+    Path(path).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100))
+
+
+def format_json_schema() -> dict[str, Any]:
+    """JSON Schema of the world and task formats (what `envgym schema` prints)."""
+    return {
+        "world": WorldSpec.model_json_schema(),
+        "task": TaskSpec.model_json_schema(),
+    }

@@ -1,0 +1,177 @@
+"""World state: tables of records, seeded generation with faker, snapshots, a canonical hash and diffs."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from faker import Faker
+
+from envgym.world.spec import EntitySpec, FieldSpec, WorldSpec
+
+Record = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference between two states: a record added, removed or a field changed."""
+
+    entity: str
+    key: str
+    kind: str  # "added" | "removed" | "changed"
+    field: str | None = None
+    before: Any = None
+    after: Any = None
+
+
+@dataclass
+class WorldState:
+    """The mutable state of one episode: `tables[entity][key] -> record`.
+
+    `resources` holds per-episode objects that are not data (a sandbox handle, a client); it is never hashed,
+    snapshotted or shown to the agent.
+    """
+
+    tables: dict[str, dict[str, Record]]
+    resources: dict[str, Any] = field(default_factory=dict)
+
+    def table(self, entity: str) -> dict[str, Record]:
+        try:
+            return self.tables[entity]
+        except KeyError:
+            raise KeyError(f"unknown entity {entity!r}; the world has {sorted(self.tables)}") from None
+
+    def get(self, entity: str, key: str) -> Record | None:
+        return self.table(entity).get(key)
+
+    def put(self, entity: str, key: str, record: Record) -> None:
+        self.table(entity)[key] = record
+
+    def delete(self, entity: str, key: str) -> Record | None:
+        return self.table(entity).pop(key, None)
+
+    def find(self, entity: str, **match: Any) -> list[Record]:
+        return [r for r in self.table(entity).values() if all(r.get(k) == v for k, v in match.items())]
+
+    def snapshot(self) -> dict[str, dict[str, Record]]:
+        """A deep copy of the tables (resources are not data and are left out)."""
+        return copy.deepcopy(self.tables)
+
+    def restore(self, snapshot: dict[str, dict[str, Record]]) -> None:
+        self.tables = copy.deepcopy(snapshot)
+
+    def copy(self) -> WorldState:
+        return WorldState(self.snapshot())
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.tables, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+    def hash(self) -> str:
+        """sha256 of the canonical JSON of all tables: equal for equal data, whatever the insertion order."""
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+    def diff(self, other: WorldState) -> list[Change]:
+        """Changes that turn `self` into `other`, sorted by entity, key and field."""
+        changes: list[Change] = []
+        for entity in sorted(set(self.tables) | set(other.tables)):
+            mine, theirs = self.tables.get(entity, {}), other.tables.get(entity, {})
+            for key in sorted(set(mine) | set(theirs)):
+                a, b = mine.get(key), theirs.get(key)
+                if a is None and b is not None:
+                    changes.append(Change(entity, key, "added", after=b))
+                elif b is None and a is not None:
+                    changes.append(Change(entity, key, "removed", before=a))
+                elif a != b and a is not None and b is not None:
+                    for fname in sorted(set(a) | set(b)):
+                        if a.get(fname) != b.get(fname):
+                            changes.append(Change(entity, key, "changed", fname, a.get(fname), b.get(fname)))
+        return changes
+
+
+def _order_entities(entities: dict[str, EntitySpec]) -> list[str]:
+    """Entities in dependency order (referenced tables first), ties broken by declaration order."""
+    order: list[str] = []
+    visiting: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in order or name in visiting:
+            return
+        visiting.add(name)
+        for f in entities[name].fields.values():
+            if f.ref and f.ref != name:
+                visit(f.ref)
+        visiting.discard(name)
+        order.append(name)
+
+    for name in entities:
+        visit(name)
+    return order
+
+
+def _generate_value(
+    spec: FieldSpec, record: Record, index: int, rng: random.Random, fake: Faker, tables: dict[str, dict[str, Record]]
+) -> Any:
+    if spec.value is not None:
+        return copy.deepcopy(spec.value)
+    if spec.template is not None:
+        return spec.template.format(index=index, **record)
+    if spec.ref is not None:
+        keys = sorted(tables.get(spec.ref, {}))
+        if spec.type == "list":
+            fewest, most = spec.ref_count or (1, 3)
+            return sorted(rng.sample(keys, min(len(keys), rng.randint(fewest, most)))) if keys else []
+        return rng.choice(keys) if keys else None
+    if spec.choices is not None:
+        return copy.deepcopy(rng.choice(spec.choices))
+    if spec.faker is not None:
+        value = getattr(fake, spec.faker)(**spec.faker_args)
+        if spec.type == "string":
+            return str(value)
+        return value
+    lo: float = spec.min if spec.min is not None else 0
+    hi: float = spec.max if spec.max is not None else 1000
+    if spec.type == "integer":
+        return rng.randint(int(lo), int(hi))
+    if spec.type == "number":
+        return round(rng.uniform(lo, hi), spec.decimals if spec.decimals is not None else 2)
+    if spec.type == "boolean":
+        return rng.random() < 0.5
+    if spec.type == "list":
+        return []
+    if spec.type == "object":
+        return {}
+    return fake.word()
+
+
+def generate_state(world: WorldSpec, seed: int | None = None) -> WorldState:
+    """Build the initial records of a world from its seed (or `seed`): same seed, same records, same hash."""
+    seed = world.seed if seed is None else seed
+    tables: dict[str, dict[str, Record]] = {}
+    for name in _order_entities(world.entities):
+        entity = world.entities[name]
+        rng = random.Random(f"{seed}:{name}")
+        fake = Faker(world.locale)
+        fake.seed_instance(f"{seed}:{name}")
+        table: dict[str, Record] = {}
+        seen: dict[str, set[Any]] = {f: set() for f, s in entity.fields.items() if s.unique}
+        for index in range(entity.count):
+            record: Record = {}
+            for fname, fspec in entity.fields.items():
+                if fname == entity.key and fspec.faker is None and fspec.template is None:
+                    record[fname] = entity.key_format.format(prefix=entity.prefix, index=index)
+                    continue
+                value = _generate_value(fspec, record, index, rng, fake, tables)
+                if fname in seen:
+                    for _ in range(100):
+                        if value not in seen[fname]:
+                            break
+                        value = _generate_value(fspec, record, index, rng, fake, tables)
+                    seen[fname].add(value)
+                record[fname] = value
+            table[str(record[entity.key])] = record
+        tables[name] = table
+    return WorldState(tables)

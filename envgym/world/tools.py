@@ -1,0 +1,256 @@
+"""Executing tools against world state: validation, declarative effects, Python tools, injected failures.
+
+Every failure the agent can cause is a `ToolResult` with `ok=False` and a message naming the problem; only a bug
+in a tool implementation raises.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import random
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from envgym.world.spec import Assertion, Effect, ToolSpec, WorldSpec
+from envgym.world.state import Record, WorldState
+from envgym.world.validate import compile_validator
+
+
+class ToolError(Exception):
+    """Raised by a Python tool to report a controlled failure; the message is shown to the agent."""
+
+
+ErrorKind = str  # "unknown_tool" | "invalid_arguments" | "precondition" | "not_found" | "transient" | "tool_error"
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """The outcome of one tool call: a JSON-able value when ok, else an error kind and message.
+
+    The value may share nested objects with the world state: serialise it before the next tool call.
+    """
+
+    ok: bool
+    value: Any = None
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+
+    def payload(self) -> Any:
+        return self.value if self.ok else {"error": self.error}
+
+
+def _arg(value: Any, args: dict[str, Any]) -> Any:
+    """Resolve an effect value: '$name' is the argument `name`, '$$x' the literal '$x', anything else itself."""
+    if isinstance(value, str) and value.startswith("$"):
+        if value.startswith("$$"):
+            return value[1:]
+        return args.get(value[1:])
+    return value
+
+
+def compare(actual: Any, op: str, expected: Any) -> bool:
+    """The comparison used by preconditions and assertions."""
+    try:
+        match op:
+            case "eq":
+                return bool(actual == expected)
+            case "ne":
+                return bool(actual != expected)
+            case "lt":
+                return bool(actual < expected)
+            case "le":
+                return bool(actual <= expected)
+            case "gt":
+                return bool(actual > expected)
+            case "ge":
+                return bool(actual >= expected)
+            case "in":
+                return actual in expected
+            case "not_in":
+                return actual not in expected
+            case "contains":
+                return expected in actual
+            case "exists":
+                return actual is not None
+            case "not_exists":
+                return actual is None
+    except TypeError:
+        return False
+    raise ValueError(f"unknown comparison {op!r}")
+
+
+def _project(record: Record, returns: str | list[str] | None) -> Any:
+    # Shallow on purpose: results are serialised before the next call can change the state (see ToolResult).
+    if returns is None:
+        return dict(record)
+    if isinstance(returns, str):
+        return record.get(returns)
+    return {f: record.get(f) for f in returns}
+
+
+def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any]) -> ToolResult:
+    table = state.table(effect.entity)
+    op = effect.op
+    if op in ("get", "update", "delete"):
+        if effect.key_arg is not None:
+            key = args.get(effect.key_arg)
+            record = table.get(str(key))
+            what = f"{effect.entity} with {effect.key_arg}={key!r}"
+        else:
+            match = {f: _arg(v, args) for f, v in effect.match.items()}
+            record = next((r for r in table.values() if all(r.get(f) == v for f, v in match.items())), None)
+            what = f"{effect.entity} with " + ", ".join(f"{f}={v!r}" for f, v in match.items())
+        if record is None:
+            message = effect.not_found_error.format(**args) if effect.not_found_error else f"no {what}"
+            return ToolResult(False, error=message, error_kind="not_found")
+        for pre in effect.preconditions:
+            if not compare(record.get(pre.field), pre.op, _arg(pre.value, args)):
+                return ToolResult(False, error=pre.error.format(**{**record, **args}), error_kind="precondition")
+        if op == "get":
+            return ToolResult(True, _project(record, effect.returns))
+        if op == "delete":
+            key_field = next(k for k, r in table.items() if r is record)
+            del table[key_field]
+            return ToolResult(True, {"deleted": key_field})
+        for fname, value in effect.set.items():
+            record[fname] = copy.deepcopy(_arg(value, args))
+        return ToolResult(True, _project(record, effect.returns))
+    if op == "list":
+        match = {f: _arg(v, args) for f, v in effect.match.items()}
+        match = {f: v for f, v in match.items() if v is not None}
+        rows = [r for r in table.values() if all(r.get(f) == v for f, v in match.items())]
+        return ToolResult(True, [_project(r, effect.returns) for r in rows[: effect.limit]])
+    if op == "search":
+        query = str(args.get(effect.query_arg or "query", "")).lower()
+        fields = effect.search_fields or None
+        rows = [
+            r for r in table.values()
+            if any(query in str(v).lower() for f, v in r.items() if fields is None or f in fields)
+        ]
+        return ToolResult(True, [_project(r, effect.returns) for r in rows[: effect.limit]])
+    # create
+    values = {f: copy.deepcopy(_arg(v, args)) for f, v in effect.set.items()}
+    return ToolResult(True, values)
+
+
+def _load_module(env_dir: Path, module: str) -> ModuleType:
+    name = f"envgym_env_{env_dir.name.replace('-', '_')}_{module}"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = env_dir / f"{module}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise FileNotFoundError(f"{path}: cannot load Python module for tools")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def resolve_python(env_dir: Path | None, ref: str) -> Callable[..., Any]:
+    """Resolve 'module:function' in an environment folder, or a dotted importable 'pkg.module:function'."""
+    module, _, func = ref.partition(":")
+    if not func:
+        raise ValueError(f"python reference {ref!r} must look like 'module:function'")
+    if env_dir is not None and (env_dir / f"{module}.py").exists():
+        mod = _load_module(env_dir, module)
+    else:
+        mod = importlib.import_module(module)
+    try:
+        fn: Callable[..., Any] = getattr(mod, func)
+        return fn
+    except AttributeError:
+        raise AttributeError(f"{ref}: module {module!r} has no function {func!r}") from None
+
+
+def _create_key(effect: Effect, world: WorldSpec, state: WorldState, values: dict[str, Any]) -> str:
+    entity = world.entities[effect.entity]
+    if values.get(entity.key) is not None:
+        return str(values[entity.key])
+    table = state.table(effect.entity)
+    index = len(table)
+    while (key := entity.key_format.format(prefix=entity.prefix, index=index)) in table:
+        index += 1
+    return key
+
+
+class ToolExecutor:
+    """Runs a world's tools: validates arguments, applies effects or Python functions, injects failures."""
+
+    def __init__(self, world: WorldSpec, env_dir: Path | None = None, extra: dict[str, Callable[..., Any]] | None = None):
+        self.world = world
+        self.env_dir = env_dir
+        self.tools: dict[str, ToolSpec] = {t.name: t for t in world.tools}
+        self._validators = {t.name: compile_validator(t.parameters) for t in world.tools}
+        self._python: dict[str, Callable[..., Any]] = {}
+        for tool in world.tools:
+            if tool.python is not None:
+                self._python[tool.name] = resolve_python(env_dir, tool.python)
+        self._python.update(extra or {})
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        """The tools as OpenAI function-calling schemas (what the agent sees)."""
+        return [
+            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+            for t in self.world.tools
+        ]
+
+    def execute(
+        self, state: WorldState, name: str, args: Any, rng: random.Random | None = None, failure_rate: float = 0.0
+    ) -> ToolResult:
+        """Validate and run one call. Never raises for bad input; returns an error result that names the problem."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return ToolResult(
+                False, error=f"unknown tool {name!r}; available tools: {', '.join(sorted(self.tools))}",
+                error_kind="unknown_tool",
+            )
+        if not isinstance(args, dict):
+            return ToolResult(
+                False, error=f"arguments of {name} must be a JSON object, got {type(args).__name__}",
+                error_kind="invalid_arguments",
+            )
+        problem = self._validators[name](args)
+        if problem is not None:
+            return ToolResult(False, error=f"{name}: {problem}", error_kind="invalid_arguments")
+        if failure_rate > 0 and rng is not None and rng.random() < failure_rate:
+            return ToolResult(
+                False, error=f"{name}: service temporarily unavailable, please retry", error_kind="transient"
+            )
+        if tool.effect is not None:
+            result = _run_effect(tool.effect, state, args)
+            if result.ok and tool.effect.op == "create":
+                values = result.value
+                key = _create_key(tool.effect, self.world, state, values)
+                values[self.world.entities[tool.effect.entity].key] = key
+                state.put(tool.effect.entity, key, values)
+                result = ToolResult(True, _project(values, tool.effect.returns))
+            return result
+        fn = self._python.get(name)
+        if fn is None:
+            return ToolResult(False, error=f"tool {name!r} has no implementation here", error_kind="tool_error")
+        try:
+            return ToolResult(True, fn(state, **args))
+        except ToolError as exc:
+            return ToolResult(False, error=str(exc), error_kind="tool_error")
+
+
+def check_assertion(state: WorldState, assertion: Assertion) -> bool:
+    """Whether one env assertion holds on `state`."""
+    table = state.tables.get(assertion.entity, {})
+    if assertion.key is not None:
+        record = table.get(assertion.key)
+    else:
+        record = next(
+            (r for r in table.values() if all(r.get(k) == v for k, v in assertion.match.items())), None
+        )
+    if assertion.field is None:
+        return compare(record, assertion.op if assertion.op in ("exists", "not_exists") else "exists", None)
+    if record is None:
+        return False
+    return compare(record.get(assertion.field), assertion.op, assertion.value)

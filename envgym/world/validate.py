@@ -1,0 +1,172 @@
+"""Fast validation of tool arguments against their JSON Schema.
+
+Tool calls are validated on every step, so schemas are compiled once into plain Python checks for the keywords
+tool schemas use (type, properties, required, additionalProperties, enum, minimum/maximum, items, lengths). A
+schema with other keywords falls back to the `jsonschema` library. Errors name the argument and what was expected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jsonschema
+
+Check = Callable[[Any, str], str | None]
+
+_SIMPLE_KEYWORDS = {
+    "type", "properties", "required", "additionalProperties", "enum", "minimum", "maximum", "items",
+    "minLength", "maxLength", "minItems", "maxItems", "description", "title", "default", "examples", "format",
+}
+_TYPE_NAMES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+    "null": (type(None),),
+}
+
+
+class SchemaError(ValueError):
+    """A tool's parameter schema is not a well-formed JSON Schema."""
+
+
+def _is_type(value: Any, name: str) -> bool:
+    if name in ("integer", "number") and isinstance(value, bool):
+        return False
+    if name == "integer" and isinstance(value, float):
+        return value.is_integer()
+    return isinstance(value, _TYPE_NAMES.get(name, (object,)))
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _simple(schema: dict[str, Any]) -> bool:
+    if not set(schema) <= _SIMPLE_KEYWORDS:
+        return False
+    subs = list(schema.get("properties", {}).values())
+    if isinstance(schema.get("items"), dict):
+        subs.append(schema["items"])
+    if isinstance(schema.get("additionalProperties"), dict):
+        return False
+    return all(isinstance(s, dict) and _simple(s) for s in subs)
+
+
+def _compile(schema: dict[str, Any]) -> Check:
+    checks: list[Check] = []
+    types = schema.get("type")
+    if types is not None:
+        names = [types] if isinstance(types, str) else list(types)
+        exact = {"string": str, "boolean": bool, "array": list, "object": dict}.get(names[0])
+
+        def check_type(value: Any, where: str) -> str | None:
+            if (exact is not None and type(value) is exact) or any(_is_type(value, n) for n in names):
+                return None
+            return f"{where} must be {' or '.join(names)}, got {_describe(value)} {value!r}"
+
+        checks.append(check_type)
+    if "enum" in schema:
+        allowed = schema["enum"]
+        checks.append(lambda v, w: None if v in allowed else f"{w} must be one of {allowed}, got {v!r}")
+    if "minimum" in schema:
+        lo = schema["minimum"]
+        checks.append(lambda v, w: f"{w} must be >= {lo}, got {v}" if _num(v) and v < lo else None)
+    if "maximum" in schema:
+        hi = schema["maximum"]
+        checks.append(lambda v, w: f"{w} must be <= {hi}, got {v}" if _num(v) and v > hi else None)
+    for key, sized, is_min in (
+        ("minLength", str, True), ("maxLength", str, False), ("minItems", list, True), ("maxItems", list, False),
+    ):
+        if key in schema:
+            checks.append(_length_check(key, sized, int(schema[key]), is_min))
+    if "properties" in schema or "required" in schema or "additionalProperties" in schema:
+        props = {k: _compile(v) for k, v in schema.get("properties", {}).items()}
+        required = list(schema.get("required", []))
+        closed = schema.get("additionalProperties", True) is False
+
+        def check_object(value: Any, where: str) -> str | None:
+            if not isinstance(value, dict):
+                return None
+            prefix = f"{where}." if where != "arguments" else ""
+            for name in required:
+                if name not in value:
+                    return f"missing required argument '{prefix}{name}'"
+            for name, item in value.items():
+                sub = props.get(name)
+                if sub is None:
+                    if closed:
+                        return f"unexpected argument '{prefix}{name}'; allowed: {sorted(props)}"
+                    continue
+                err = sub(item, f"argument '{prefix}{name}'")
+                if err:
+                    return err
+            return None
+
+        checks.append(check_object)
+    if isinstance(schema.get("items"), dict):
+        item_check = _compile(schema["items"])
+
+        def check_items(value: Any, where: str) -> str | None:
+            if not isinstance(value, list):
+                return None
+            for i, item in enumerate(value):
+                err = item_check(item, f"{where}[{i}]")
+                if err:
+                    return err
+            return None
+
+        checks.append(check_items)
+
+    if len(checks) == 1:
+        return checks[0]
+
+    def check_all(value: Any, where: str) -> str | None:
+        for check in checks:
+            err = check(value, where)
+            if err:
+                return err
+        return None
+
+    return check_all
+
+
+def _length_check(key: str, sized: type, bound: int, is_min: bool) -> Check:
+    def check(value: Any, where: str) -> str | None:
+        if isinstance(value, sized) and (len(value) < bound if is_min else len(value) > bound):  # type: ignore[arg-type]
+            return f"{where} violates {key}={bound} (length {len(value)})"  # type: ignore[arg-type]
+        return None
+
+    return check
+
+
+def _num(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def compile_validator(schema: dict[str, Any]) -> Callable[[Any], str | None]:
+    """Compile a JSON Schema into `validate(args) -> error message | None`. Raises SchemaError if malformed."""
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise SchemaError(f"invalid JSON Schema at {'/'.join(map(str, exc.path)) or '<root>'}: {exc.message}") from exc
+    if _simple(schema):
+        check = _compile(schema)
+        return lambda args: check(args, "arguments")
+    validator = jsonschema.Draft202012Validator(schema)
+
+    def validate(args: Any) -> str | None:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(args))
+        if error is None:
+            return None
+        where = "/".join(map(str, error.absolute_path))
+        return f"argument '{where}': {error.message}" if where else error.message
+
+    return validate

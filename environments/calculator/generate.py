@@ -1,0 +1,31 @@
+"""Deterministic task generator for calculator: 200 four-digit multiplications."""
+
+from __future__ import annotations
+
+import random
+
+from envgym.loader import EnvironmentData
+from envgym.world.spec import TaskSpec, ToolCall
+
+SEED = 4
+COUNT = 200
+
+
+def generate_tasks(data: EnvironmentData) -> list[TaskSpec]:
+    rng = random.Random(SEED)
+    tasks = []
+    for i in range(COUNT):
+        a, b = rng.randint(1000, 9999), rng.randint(1000, 9999)
+        tasks.append(TaskSpec(
+            id=f"mul_{i:03d}",
+            instruction=f"Get the exact product of {a} and {b}.",
+            opening=f"What is {a} * {b}? Please give me the exact number.",
+            solution=[ToolCall(name="calculate", arguments={"expression": f"{a} * {b}"})],
+            final_reply=f"{a} * {b} = {a * b}",
+            required_outputs=[str(a * b)],
+            rubric=["The final answer is the exact product."],
+            max_steps=4,
+            tags=["arithmetic"],
+            meta={"a": a, "b": b},
+        ))
+    return tasks

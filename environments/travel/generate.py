@@ -1,0 +1,112 @@
+"""Deterministic task generator for travel: `envgym generate travel` rewrites tasks.jsonl from the seeded world."""
+
+from __future__ import annotations
+
+import random
+
+from envgym.loader import EnvironmentData
+from envgym.world.spec import Assertion, TaskSpec, ToolCall
+
+SEED = 77
+
+
+def _call(name: str, **arguments: object) -> ToolCall:
+    return ToolCall(name=name, arguments=dict(arguments))
+
+
+def generate_tasks(data: EnvironmentData) -> list[TaskSpec]:
+    rng = random.Random(SEED)
+    users = data.initial.tables["users"]
+    flights = data.initial.tables["flights"]
+    reservations = sorted(data.initial.tables["reservations"].values(), key=lambda r: r["reservation_id"])
+    confirmed = [r for r in reservations if r["status"] == "confirmed"]
+    tasks: list[TaskSpec] = []
+
+    def auth(uid: str) -> ToolCall:
+        return _call("find_user_id_by_email", email=users[uid]["email"])
+
+    for r in rng.sample(confirmed, 8):
+        u, rid = users[r["user_id"]], r["reservation_id"]
+        f = flights[r["flight_number"]]
+        tasks.append(TaskSpec(
+            id=f"cancel_{rid}",
+            instruction=f"Cancel your reservation {rid} ({f['origin']} to {f['destination']} on {f['date']}).",
+            opening=f"Hi, I need to cancel my reservation {rid}.",
+            user_known={"email": u["email"], "reservation_id": rid},
+            solution=[auth(u["user_id"]), _call("get_reservation_details", reservation_id=rid),
+                      _call("cancel_reservation", reservation_id=rid)],
+            final_reply=f"Reservation {rid} is cancelled.",
+            assertions=[Assertion(entity="reservations", key=rid, field="status", value="cancelled")],
+            rubric=["The agent confirmed the cancellation with the user before cancelling."],
+            tags=["write", "cancel"],
+        ))
+    for r in rng.sample(confirmed, 7):
+        u, rid = users[r["user_id"]], r["reservation_id"]
+        bags = (r["bags"] + 1) % 4
+        tasks.append(TaskSpec(
+            id=f"bags_{rid}",
+            instruction=f"Change the number of checked bags on reservation {rid} to {bags}.",
+            opening=f"Can you change the checked bags on my reservation {rid}?",
+            user_known={"email": u["email"], "reservation_id": rid, "bags": str(bags)},
+            solution=[auth(u["user_id"]), _call("get_reservation_details", reservation_id=rid),
+                      _call("update_reservation_bags", reservation_id=rid, bags=bags)],
+            final_reply=f"Reservation {rid} now has {bags} checked bags.",
+            assertions=[Assertion(entity="reservations", key=rid, field="bags", value=bags)],
+            tags=["write", "bags"],
+        ))
+    for r in rng.sample([r for r in confirmed if r["cabin"] == "economy"], 5):
+        u, rid = users[r["user_id"]], r["reservation_id"]
+        tasks.append(TaskSpec(
+            id=f"upgrade_{rid}",
+            instruction=f"Upgrade reservation {rid} to business class.",
+            opening=f"I'd like to upgrade my reservation {rid} to business.",
+            user_known={"email": u["email"], "reservation_id": rid},
+            solution=[auth(u["user_id"]), _call("get_reservation_details", reservation_id=rid),
+                      _call("update_reservation_cabin", reservation_id=rid, cabin="business")],
+            final_reply=f"Reservation {rid} is now in business class.",
+            assertions=[Assertion(entity="reservations", key=rid, field="cabin", value="business")],
+            tags=["write", "cabin"],
+        ))
+    routes: dict[tuple[str, str, str], list[dict]] = {}
+    for f in flights.values():
+        routes.setdefault((f["origin"], f["destination"], f["date"]), []).append(f)
+    bookable = []
+    for key in sorted(routes):
+        options = [f for f in routes[key] if f["status"] != "cancelled" and f["seats_available"] >= 2]
+        if options:
+            cheapest = min(options, key=lambda f: (f["price"], f["flight_number"]))
+            if sum(f["price"] == cheapest["price"] for f in options) == 1:
+                bookable.append(cheapest)
+    for f in rng.sample(bookable, min(8, len(bookable))):
+        uid = rng.choice(sorted(users))
+        n = rng.randint(1, 2)
+        tasks.append(TaskSpec(
+            id=f"book_{f['flight_number']}_{uid}",
+            instruction=(f"Book the cheapest flight from {f['origin']} to {f['destination']} on {f['date']} "
+                         f"for {n} passenger(s) in economy."),
+            opening=f"Hello, I want to fly from {f['origin']} to {f['destination']} on {f['date']}.",
+            user_known={"email": users[uid]["email"], "passengers": str(n), "cabin": "economy"},
+            solution=[auth(uid), _call("search_flights", origin=f["origin"], destination=f["destination"], date=f["date"]),
+                      _call("book_reservation", user_id=uid, flight_number=f["flight_number"], passengers=n,
+                            cabin="economy")],
+            final_reply=f"You are booked on {f['flight_number']}.",
+            assertions=[Assertion(entity="reservations", match={"user_id": uid, "flight_number": f["flight_number"],
+                                                                "status": "confirmed"}, field="passengers", value=n)],
+            rubric=["The agent offered the cheapest scheduled flight with enough seats and confirmed before booking."],
+            tags=["write", "book"],
+        ))
+    for r in rng.sample(reservations, 6):
+        u, rid = users[r["user_id"]], r["reservation_id"]
+        f = flights[r["flight_number"]]
+        tasks.append(TaskSpec(
+            id=f"status_{rid}",
+            instruction=f"Find out the flight number, departure time and flight status of reservation {rid}.",
+            opening=f"Which flight is my reservation {rid} on, when does it leave, and is it on time?",
+            user_known={"email": u["email"], "reservation_id": rid},
+            solution=[auth(u["user_id"]), _call("get_reservation_details", reservation_id=rid),
+                      _call("get_flight_details", flight_number=f["flight_number"])],
+            final_reply=f"Reservation {rid} is on {f['flight_number']}, departing {f['departure']}; it is {f['status']}.",
+            required_outputs=[f["flight_number"], f["departure"], f["status"]],
+            tags=["read"],
+        ))
+    return tasks
