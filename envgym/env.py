@@ -123,7 +123,7 @@ def _read_text_memory(space: TextSpace, memory: Any, n: int = 1) -> _SharedTexts
 class ToolWorldEnv(gym.Env[str, Any]):
     """A tool-use episode over a stateful world (see the module docstring for the contract)."""
 
-    metadata = {"render_modes": ["ansi"]}  # noqa: RUF012 (gymnasium declares it an instance attribute)
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 (gymnasium declares it an instance attribute)
 
     def __init__(
         self,
@@ -175,7 +175,9 @@ class ToolWorldEnv(gym.Env[str, Any]):
 
     # ---------------------------------------------------------------- the Gymnasium API
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         if seed is None and self._default_seed is not None:
             seed, self._default_seed = self._default_seed, None
         super().reset(seed=seed)
@@ -256,7 +258,9 @@ class ToolWorldEnv(gym.Env[str, Any]):
             if self.user_model is None:
                 raise ValueError("user='llm' needs user_model=<ChatModel>")
             return LLMUser(task, self.user_model)
-        raise ValueError(f"unknown user simulator {self.user_kind!r}; expected 'scripted', 'llm' or a factory")
+        raise ValueError(
+            f"unknown user simulator {self.user_kind!r}; expected 'scripted', 'llm' or a factory"
+        )
 
     def _run_call(self, call: ParsedCall) -> dict[str, Any]:
         assert self.state is not None
@@ -264,7 +268,9 @@ class ToolWorldEnv(gym.Env[str, Any]):
             kind = "parse_error" if call.name == INVALID_CALL_NAME else "invalid_arguments"
             result = ToolResult(False, error=call.error, error_kind=kind)
         else:
-            result = self.data.executor.execute(self.state, call.name, call.arguments, self._rng, self.failure_rate)
+            result = self.data.executor.execute(
+                self.state, call.name, call.arguments, self._rng, self.failure_rate
+            )
         self.tool_results.append(result)
         return tool_message(call, result.payload())
 
@@ -292,4 +298,3 @@ class ToolWorldEnv(gym.Env[str, Any]):
         if self.state is not None and "on_close" in self._hooks:
             self._hooks["on_close"](self.state)
         self.state = None
-

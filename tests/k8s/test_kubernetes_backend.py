@@ -1,0 +1,143 @@
+"""The Kubernetes backend against the fake API server: real client, real HTTP, real Docker-run pods."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import docker
+import httpx
+import pytest
+from kubernetes import client as k8s
+
+from envgym.sandbox.base import LABEL_MANAGED_BY, LABEL_RUN_ID, LABEL_SANDBOX_ID
+from envgym.sandbox.errors import InvalidRequestError, SandboxClosedError
+from envgym.sandbox.kubernetes import KubernetesBackend
+from envgym.sandbox.spec import SandboxSpec
+
+from .conftest import NAMESPACE
+from .fake_apiserver import FAKE_LABEL, FakeApiServer
+
+pytestmark = pytest.mark.docker
+
+
+def _pod(api_client: k8s.ApiClient, name: str) -> dict[str, Any]:
+    return api_client.sanitize_for_serialization(
+        k8s.CoreV1Api(api_client).read_namespaced_pod(name, NAMESPACE)
+    )
+
+
+def _containers() -> list[Any]:
+    return docker.from_env().containers.list(all=True, filters={"label": FAKE_LABEL})
+
+
+def test_pod_comes_from_the_template_with_labels_owner_deadline_and_spec_limits(
+    backend: KubernetesBackend, api_client: k8s.ApiClient
+) -> None:
+    spec = SandboxSpec(cpu=0.5, memory_mb=192, disk_mb=64, ttl_s=300, labels={"task": "t1"})
+    with backend.create(spec, run_id="run-a") as box:
+        pod = _pod(api_client, f"envgym-sbx-{box.id}")
+        labels = pod["metadata"]["labels"]
+        assert labels[LABEL_MANAGED_BY] == "envgym" and labels[LABEL_RUN_ID] == "run-a"
+        assert labels[LABEL_SANDBOX_ID] == box.id and labels["task"] == "t1"
+        assert labels["envgym.io/role"] == "sandbox"  # from the PodTemplate, so the NetworkPolicy selects it
+        owner = api_client.sanitize_for_serialization(
+            k8s.CoreV1Api(api_client).read_namespaced_config_map("envgym-run-run-a", NAMESPACE)
+        )
+        assert pod["metadata"]["ownerReferences"][0]["uid"] == owner["metadata"]["uid"]
+        spec_ = pod["spec"]
+        assert spec_["activeDeadlineSeconds"] == 330 and spec_["restartPolicy"] == "Never"
+        container = spec_["containers"][0]
+        assert container["resources"]["limits"] == {
+            "cpu": "500m",
+            "memory": "192Mi",
+            "ephemeral-storage": "128Mi",
+        }
+        assert (
+            container["resources"]["requests"]["memory"] == "192Mi"
+        )  # the template's 256Mi, capped at the limit
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert {v["emptyDir"]["sizeLimit"] for v in spec_["volumes"]} == {"64Mi"}
+        assert box.exec("id -u").stdout.strip() == "1000"
+        assert box.exec("touch /etc/x").exit_code != 0  # read-only root, as the template says
+
+
+def test_commands_files_and_timeouts_run_inside_the_pod(backend: KubernetesBackend) -> None:
+    with backend.create(SandboxSpec(ttl_s=300)) as box:
+        box.write_file("data/in.txt", b"x" * 100_000)
+        result = box.exec("wc -c < data/in.txt && cat /proc/1/cmdline | tr '\\0' ' '")
+        assert result.stdout.split()[0] == "100000"
+        assert "envgym.sandbox.server" in result.stdout
+        started = time.monotonic()
+        slow = box.exec("sleep 30", timeout=1)
+        assert slow.timed_out and time.monotonic() - started < 10
+
+
+def test_close_deletes_the_pod_and_its_container(
+    backend: KubernetesBackend, api_client: k8s.ApiClient
+) -> None:
+    box = backend.create(SandboxSpec(ttl_s=300))
+    name = f"envgym-sbx-{box.id}"
+    box.close()
+    box.close()
+    with pytest.raises(SandboxClosedError):
+        box.exec("true")
+    assert name not in {p.name for p in backend.list_sandboxes()}
+    assert not [c for c in _containers() if c.labels.get(LABEL_SANDBOX_ID) == box.id]
+
+
+def test_ending_a_run_garbage_collects_its_pods_through_owner_references(backend: KubernetesBackend) -> None:
+    boxes = [backend.create(SandboxSpec(ttl_s=300), run_id="run-gc") for _ in range(2)]
+    other = backend.create(SandboxSpec(ttl_s=300), run_id="run-keep")
+    backend.end_run("run-gc")
+    left = {p.sandbox_id for p in backend.list_sandboxes()}
+    assert not left & {b.id for b in boxes}
+    assert other.id in left
+    assert other.exec("echo alive").stdout == "alive\n"
+    other.close()
+
+
+def test_reap_removes_pods_whose_server_exited_at_ttl_and_pods_older_than_a_bound(
+    backend: KubernetesBackend,
+) -> None:
+    expiring = backend.create(SandboxSpec(ttl_s=2, idle_s=None))
+    keeper = backend.create(SandboxSpec(ttl_s=300))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        phases = {p.sandbox_id: p.phase for p in backend.list_sandboxes()}
+        if phases.get(expiring.id) == "Succeeded":
+            break
+        time.sleep(0.3)
+    assert backend.reap(orphans=False) == [expiring.id]
+    assert backend.reap(orphans=False, older_than_s=0) == [keeper.id]
+    assert backend.list_sandboxes() == []
+    assert not _containers()
+
+
+def test_starting_pods_are_bounded_and_env_servers_serve_rollouts(
+    api_client: k8s.ApiClient, fake_api: FakeApiServer
+) -> None:
+    backend = KubernetesBackend(namespace=NAMESPACE, api_client=api_client, max_starting=2)
+    fake_api.cluster.max_starting_seen = 0
+    servers = backend.place_env_servers("CartPole-v1", 4, SandboxSpec(ttl_s=300))
+    try:
+        assert len(servers) == 4 and len({s.url for s in servers}) == 4
+        assert 1 <= fake_api.cluster.max_starting_seen <= 2
+        headers = {"Authorization": f"Bearer {servers[0].token}"}
+        with httpx.Client(base_url=servers[0].url, headers=headers, timeout=30) as http:
+            session = http.post("/v1/env/sessions", json={}).json()
+            assert session["env_id"] == "CartPole-v1"
+            sid = session["session_id"]
+            http.post(f"/v1/env/sessions/{sid}/reset", json={"seed": 3}).raise_for_status()
+            step = http.post(f"/v1/env/sessions/{sid}/step", json={"action": 1}).json()
+            assert step["reward"] == 1.0
+            assert httpx.post(f"{servers[1].url}/v1/env/sessions", json={}, timeout=5).status_code == 401
+    finally:
+        for server in servers:
+            server.sandbox.close()
+
+
+def test_a_network_allow_list_is_refused_before_any_pod_is_created(backend: KubernetesBackend) -> None:
+    with pytest.raises(InvalidRequestError, match="network"):
+        backend.create(SandboxSpec(network=["pypi.org"]))
+    assert backend.list_sandboxes() == []

