@@ -1,0 +1,123 @@
+"""RemoteEnv: a gymnasium.Env whose episodes run on an env server (`envgym serve`, or a sandbox).
+
+    env = envgym.RemoteEnv("http://127.0.0.1:8100")            # or gym.make("envgym/remote-v0", url=...)
+    obs, info = env.reset(seed=0)
+
+Each RemoteEnv holds one session on the server; `close()` ends it. If the server dies mid-episode,
+the next call raises `RemoteEnvError` within `timeout_s`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envgym.env import TextSpace
+from envgym.sandbox.client import SandboxClient
+from envgym.sandbox.errors import SandboxError, SandboxUnavailableError
+from envgym.sandbox.wire import EnvCreate, EnvReset, EnvResetResult, EnvSessionInfo, EnvStep, EnvStepResult
+
+
+class RemoteEnvError(RuntimeError):
+    """The env server could not be reached, or answered with an error (the message says which)."""
+
+
+def build_space(description: dict[str, Any]) -> gym.Space[Any]:
+    """The space that `envgym.sandbox.server_env.describe_space` described."""
+    kind = description.get("type")
+    if kind == "Text":
+        # Any string: tool calls and replies are arbitrary unicode (see envgym.env.TextSpace).
+        return TextSpace(max_length=description["max_length"])
+    if kind == "Discrete":
+        return gym.spaces.Discrete(description["n"], start=description["start"])
+    if kind == "Box":
+        return gym.spaces.Box(
+            low=np.array(description["low"], dtype=description["dtype"]),
+            high=np.array(description["high"], dtype=description["dtype"]),
+            shape=tuple(description["shape"]),
+            dtype=description["dtype"],
+        )
+    raise RemoteEnvError(f"space type {kind!r} from the server is not supported (Text, Discrete, Box)")
+
+
+class RemoteEnv(gym.Env[Any, Any]):
+    """One session of an environment served over HTTP.
+
+    Args:
+        url: the server, e.g. "http://127.0.0.1:8100".
+        env_id: which environment (needed only when the server hosts more than one).
+        token: bearer token, when the server requires one.
+        timeout_s: the longest any one call may take before `RemoteEnvError` is raised.
+        **kwargs: passed to `gymnasium.make` on the server (e.g. task=..., max_steps=...).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        env_id: str | None = None,
+        *,
+        token: str | None = None,
+        timeout_s: float = 30.0,
+        **kwargs: Any,
+    ) -> None:
+        self.url = url
+        # One retry only: a dead server must surface as an error well within timeout_s.
+        self._client: SandboxClient | None = SandboxClient(
+            base_url=url, token=token, timeout_s=timeout_s, retries=1
+        )
+        body = EnvCreate(env_id=env_id, kwargs=kwargs).model_dump()
+        info = EnvSessionInfo.model_validate_json(self._call("create", "/v1/env/sessions", body))
+        self.session_id = info.session_id
+        self.env_id = info.env_id
+        self.action_space = build_space(info.action_space)
+        self.observation_space = build_space(info.observation_space)
+        self.metadata = {**info.metadata, "render_modes": []}
+
+    def _call(self, what: str, path: str, body: dict[str, Any]) -> bytes:
+        if self._client is None:
+            raise RemoteEnvError(f"RemoteEnv({self.url}).{what}: the env is closed")
+        try:
+            return self._client.request("POST", path, json_body=body).content
+        except SandboxUnavailableError as exc:
+            raise RemoteEnvError(f"RemoteEnv({self.url}).{what}: env server unreachable: {exc}") from exc
+        except SandboxError as exc:
+            raise RemoteEnvError(f"RemoteEnv({self.url}).{what}: {type(exc).__name__}: {exc}") from exc
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        body = EnvReset(seed=seed, options=options).model_dump()
+        result = EnvResetResult.model_validate_json(
+            self._call("reset", f"/v1/env/sessions/{self.session_id}/reset", body)
+        )
+        return result.observation, result.info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        body = EnvStep(action=action).model_dump()
+        result = EnvStepResult.model_validate_json(
+            self._call("step", f"/v1/env/sessions/{self.session_id}/step", body)
+        )
+        return result.observation, result.reward, result.terminated, result.truncated, result.info
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is None:
+            return
+        try:
+            client.request("DELETE", f"/v1/env/sessions/{self.session_id}")
+        except SandboxError:
+            pass  # the server is gone or already reaped the session; nothing is left to release
+        finally:
+            client.close()
+
+
+def register() -> None:
+    """Register `envgym/remote-v0` with gymnasium (idempotent)."""
+    if "envgym/remote-v0" not in gym.registry:
+        gym.register("envgym/remote-v0", entry_point="envgym.remote:RemoteEnv", disable_env_checker=True)
+
+
+register()

@@ -1,0 +1,143 @@
+"""The local backend: the sandbox server as a host subprocess in a temporary directory.
+
+Isolation is "none": commands run as the calling user on the host, limited only by rlimits (address
+space, file size, and process count where the kernel enforces it for that user). Use it for tests and
+trusted code; use the docker backend for untrusted code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from envgym.sandbox.base import (
+    LABEL_EXPIRES_AT,
+    LABEL_OWNER,
+    LABEL_RUN_ID,
+    Isolation,
+    owner_is_dead,
+    sandbox_labels,
+)
+from envgym.sandbox.client import HttpSandbox, SandboxClient, open_sandbox
+from envgym.sandbox.process import kill_tree
+from envgym.sandbox.spec import SandboxSpec
+
+_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+_START_TIMEOUT_S = 30.0
+
+
+def state_dir(backend: str) -> Path:
+    """Where a backend keeps per-sandbox host state ($ENVGYM_SANDBOX_DIR, default /tmp/envgym-sandboxes)."""
+    root = Path(os.environ.get("ENVGYM_SANDBOX_DIR", "/tmp/envgym-sandboxes")) / backend
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def rlimits_for(spec: SandboxSpec) -> dict[str, int]:
+    return {
+        "RLIMIT_AS": spec.memory_mb << 20,
+        "RLIMIT_FSIZE": spec.disk_mb << 20,
+        "RLIMIT_NPROC": spec.pids,
+    }
+
+
+class LocalBackend:
+    """Sandboxes as local subprocesses. Implements `SandboxBackend`."""
+
+    name = "local"
+    isolation: Isolation = "none"
+
+    def create(self, spec: SandboxSpec, *, run_id: str | None = None) -> HttpSandbox:
+        sandbox_id = secrets.token_hex(6)
+        root = state_dir(self.name) / sandbox_id
+        (root / "workspace").mkdir(parents=True)
+        (root / "tmp").mkdir()
+        token = secrets.token_urlsafe(24)
+        token_file = root / "token"
+        token_file.write_text(token)
+        token_file.chmod(0o600)
+        socket_path = str(root / "server.sock")
+        argv = [
+            sys.executable, "-m", "envgym.sandbox.server",
+            "--socket", socket_path,
+            "--token-file", str(token_file),
+            "--sandbox-id", sandbox_id,
+            "--workspace", str(root / "workspace"),
+            "--scratch", str(root / "tmp"),
+            "--ttl", str(spec.ttl_s),
+            "--timeout", str(spec.timeout_s),
+            "--max-output", str(spec.max_output_bytes),
+            "--rlimits", json.dumps(rlimits_for(spec)),
+            "--command-env", json.dumps({"TMPDIR": str(root / "tmp"), **spec.env}),
+        ]  # fmt: skip
+        if spec.idle_s is not None:
+            argv += ["--idle", str(spec.idle_s)]
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [_PACKAGE_PARENT, os.environ.get("PYTHONPATH")])),
+        }
+        with open(root / "server.log", "wb") as log:
+            proc = subprocess.Popen(
+                argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            )
+        labels = sandbox_labels(spec, sandbox_id, run_id)
+        (root / "meta.json").write_text(json.dumps({"server_pid": proc.pid, "labels": labels}))
+        client = SandboxClient(uds=socket_path, token=token)
+
+        def teardown() -> None:
+            kill_tree(proc.pid)
+            proc.wait()
+            shutil.rmtree(root, ignore_errors=True)
+
+        return open_sandbox(
+            sandbox_id=sandbox_id,
+            backend=self.name,
+            isolation=self.isolation,
+            spec=spec,
+            client=client,
+            teardown=teardown,
+            alive=lambda: proc.poll() is None,
+            start_timeout_s=_START_TIMEOUT_S,
+            what=f"local sandbox {sandbox_id}",
+        )
+
+    def reap(self, *, run_id: str | None = None, orphans: bool = True) -> list[str]:
+        removed = []
+        for root in sorted(state_dir(self.name).iterdir()):
+            try:
+                meta = json.loads((root / "meta.json").read_text())
+            except (OSError, ValueError):
+                # A sandbox still starting has no meta.json yet; only sweep ones clearly abandoned.
+                if time.time() - root.stat().st_mtime > _START_TIMEOUT_S:
+                    shutil.rmtree(root, ignore_errors=True)
+                    removed.append(root.name)
+                continue
+            labels = meta["labels"]
+            pid = int(meta["server_pid"])
+            server_alive = _is_our_server(pid, root.name)
+            if (
+                not server_alive
+                or float(labels[LABEL_EXPIRES_AT]) < time.time()
+                or (run_id is not None and labels[LABEL_RUN_ID] == run_id)
+                or (orphans and owner_is_dead(labels[LABEL_OWNER]))
+            ):
+                if server_alive:
+                    kill_tree(pid)
+                shutil.rmtree(root, ignore_errors=True)
+                removed.append(root.name)
+        return removed
+
+
+def _is_our_server(pid: int, sandbox_id: str) -> bool:
+    """True when `pid` is alive and still the server of `sandbox_id` (pids get reused)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return sandbox_id.encode() in fh.read()
+    except OSError:
+        return False

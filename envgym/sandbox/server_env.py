@@ -1,0 +1,169 @@
+"""Hosting gymnasium environments behind the sandbox server: many sessions, idle ones reaped."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envgym.sandbox.errors import EnvHostError, InvalidRequestError, NotFoundError
+from envgym.sandbox.wire import EnvCreate, EnvResetResult, EnvSessionInfo, EnvStepResult
+
+
+def describe_space(space: gym.Space[Any]) -> dict[str, Any]:
+    """A JSON description of a space that `envgym.remote.build_space` turns back into the same space."""
+    if isinstance(space, gym.spaces.Text):
+        return {
+            "type": "Text",
+            "min_length": space.min_length,
+            "max_length": space.max_length,
+            "charset": "".join(sorted(space.character_set)),
+        }
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.Box):
+        return {
+            "type": "Box",
+            "low": space.low.tolist(),
+            "high": space.high.tolist(),
+            "shape": list(space.shape),
+            "dtype": str(space.dtype),
+        }
+    raise EnvHostError(f"space {space!r}: only Text, Discrete and Box spaces can be served")
+
+
+def jsonable(value: Any) -> Any:
+    """Convert numpy values (and tuples) inside observations and infos to plain JSON types."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+@dataclass
+class _EnvSession:
+    env: gym.Env[Any, Any]
+    env_id: str
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    last_used: float = field(default_factory=time.monotonic)
+
+
+class EnvHost:
+    """Environment sessions by id. `env_id` pins the one environment this host serves (None: any)."""
+
+    def __init__(self, env_id: str | None = None, idle_s: float = 600.0, max_sessions: int = 4096) -> None:
+        self.env_id = env_id
+        self.idle_s = idle_s
+        self.max_sessions = max_sessions
+        self._lock = threading.Lock()
+        self._sessions: dict[str, _EnvSession] = {}
+        self._imported = False
+
+    def create(self, req: EnvCreate) -> EnvSessionInfo:
+        env_id = req.env_id or self.env_id
+        if env_id is None:
+            raise InvalidRequestError("env_id: this server hosts no default environment; name one")
+        if self.env_id is not None and env_id != self.env_id:
+            raise InvalidRequestError(f"env_id: this server serves {self.env_id!r}, not {env_id!r}")
+        with self._lock:
+            if len(self._sessions) >= self.max_sessions:
+                raise EnvHostError(f"too many sessions ({self.max_sessions}); close some first")
+        env = self._make(env_id, req.kwargs)
+        session_id = secrets.token_hex(8)
+        with self._lock:
+            self._sessions[session_id] = _EnvSession(env, env_id)
+        return EnvSessionInfo(
+            session_id=session_id,
+            env_id=env_id,
+            action_space=describe_space(env.action_space),
+            observation_space=describe_space(env.observation_space),
+            metadata=jsonable({k: v for k, v in env.metadata.items() if k != "render_modes"}),
+        )
+
+    def _make(self, env_id: str, kwargs: dict[str, Any]) -> gym.Env[Any, Any]:
+        if not self._imported:
+            # Importing envgym registers every bundled environment with gymnasium.
+            importlib.import_module("envgym")
+            self._imported = True
+        try:
+            return gym.make(env_id, **kwargs)
+        except Exception as exc:
+            raise EnvHostError(
+                f"gymnasium.make({env_id!r}, **{sorted(kwargs)}): {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _get(self, session_id: str) -> _EnvSession:
+        with self._lock:
+            session = self._sessions.get(session_id)
+        if session is None:
+            raise NotFoundError(
+                f"no env session {session_id!r} (closed, or reaped after {self.idle_s:g}s idle)"
+            )
+        session.last_used = time.monotonic()
+        return session
+
+    def reset(self, session_id: str, seed: int | None, options: dict[str, Any] | None) -> EnvResetResult:
+        session = self._get(session_id)
+        with session.lock:
+            try:
+                obs, info = session.env.reset(seed=seed, options=options)
+            except Exception as exc:
+                raise EnvHostError(f"{session.env_id}.reset: {type(exc).__name__}: {exc}") from exc
+        return EnvResetResult(observation=jsonable(obs), info=jsonable(info))
+
+    def step(self, session_id: str, action: Any) -> EnvStepResult:
+        session = self._get(session_id)
+        with session.lock:
+            try:
+                obs, reward, terminated, truncated, info = session.env.step(action)
+            except Exception as exc:
+                raise EnvHostError(f"{session.env_id}.step: {type(exc).__name__}: {exc}") from exc
+        return EnvStepResult(
+            observation=jsonable(obs),
+            reward=float(reward),
+            terminated=bool(terminated),
+            truncated=bool(truncated),
+            info=jsonable(info),
+        )
+
+    def close(self, session_id: str) -> None:
+        with self._lock:
+            session = self._sessions.pop(session_id, None)
+        if session is None:
+            raise NotFoundError(f"no env session {session_id!r}")
+        session.env.close()
+
+    def reap_idle(self) -> int:
+        """Close sessions unused for longer than `idle_s`; returns how many were closed."""
+        cutoff = time.monotonic() - self.idle_s
+        with self._lock:
+            stale = [sid for sid, s in self._sessions.items() if s.last_used < cutoff]
+            closed = [self._sessions.pop(sid) for sid in stale]
+        for session in closed:
+            session.env.close()
+        return len(closed)
+
+    def session_count(self) -> int:
+        with self._lock:
+            return len(self._sessions)
+
+    def close_all(self) -> None:
+        with self._lock:
+            sessions = list(self._sessions.values())
+            self._sessions.clear()
+        for session in sessions:
+            session.env.close()

@@ -1,0 +1,44 @@
+"""SandboxSpec: the one place where a sandbox's image, limits, network and lifetime are declared."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DEFAULT_IMAGE = "envgym-sandbox:latest"
+
+
+class SandboxSpec(BaseModel):
+    """What a backend must provide. Every backend maps these fields onto its own mechanism.
+
+    Docker maps them to cgroup limits and a read-only root; Kubernetes to a pod spec; the local
+    backend to rlimits on the commands it runs (where the kernel enforces them for the caller).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image: str = DEFAULT_IMAGE
+    cpu: float = Field(1.0, gt=0, description="CPU cores (fractional allowed).")
+    memory_mb: int = Field(512, ge=16, description="Memory limit in MiB; swap is not granted on top.")
+    pids: int = Field(256, ge=8, description="Maximum number of processes/threads in the sandbox.")
+    disk_mb: int = Field(256, ge=1, description="Size of the writable workspace (and of /tmp) in MiB.")
+    network: Literal["none"] | list[str] = Field(
+        "none",
+        description='"none" (no network at all) or an egress allow-list of host names / IPs / CIDRs.',
+    )
+    ttl_s: float = Field(3600.0, gt=0, description="Hard lifetime: the server inside exits after it.")
+    idle_s: float | None = Field(
+        900.0, gt=0, description="The server exits after this long without a request."
+    )
+    timeout_s: float = Field(60.0, gt=0, description="Default per-command timeout.")
+    max_output_bytes: int = Field(1 << 20, ge=1, description="Default cap on stdout and on stderr, each.")
+    env: dict[str, str] = Field(default_factory=dict, description="Environment variables for commands.")
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra labels for the backend object.")
+
+    @field_validator("network")
+    @classmethod
+    def _allow_list_not_empty(cls, value: Literal["none"] | list[str]) -> Literal["none"] | list[str]:
+        if isinstance(value, list) and not value:
+            raise ValueError('network: an empty allow-list means no network; write "none" instead')
+        return value

@@ -1,0 +1,123 @@
+"""The sandbox server's HTTP protocol (v1): request and response bodies, shared by server and client."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PROTOCOL_VERSION = 1
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Health(_Body):
+    protocol: int = PROTOCOL_VERSION
+    sandbox_id: str
+    uptime_s: float
+    idle_s: float
+    ttl_left_s: float | None = None  # None: no ttl
+    features: list[str]
+
+
+class ExecRequest(_Body):
+    """`cmd` as a string runs under `/bin/sh -c`; as a list it is the argv."""
+
+    cmd: str | list[str] = Field(min_length=1)
+    cwd: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    stdin: str | None = None
+    timeout_s: float | None = Field(None, gt=0)
+    max_output_bytes: int | None = Field(None, ge=1)
+
+
+class ExecResult(_Body):
+    """Outcome of one command. `exit_code` is negative (-signal) when the process was killed."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    timed_out: bool = False
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+class ExecEvent(_Body):
+    """One NDJSON line of `/v1/exec/stream`: start (pid), stdout/stderr (data), then exit (result)."""
+
+    type: Literal["start", "stdout", "stderr", "exit"]
+    pid: int | None = None
+    data: str | None = None
+    result: ExecResult | None = None
+
+
+class SessionCreate(_Body):
+    cwd: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class SessionInfo(_Body):
+    session_id: str
+
+
+class SessionRun(_Body):
+    cmd: str = Field(min_length=1)
+    timeout_s: float | None = Field(None, gt=0)
+    max_output_bytes: int | None = Field(None, ge=1)
+
+
+class SessionResult(_Body):
+    """Output is stdout and stderr interleaved, as a terminal would show it."""
+
+    exit_code: int
+    output: str
+    truncated: bool = False
+    timed_out: bool = False
+    duration_s: float = 0.0
+
+
+class EnvCreate(_Body):
+    env_id: str | None = None
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+class EnvSessionInfo(_Body):
+    session_id: str
+    env_id: str
+    action_space: dict[str, Any]
+    observation_space: dict[str, Any]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class EnvReset(_Body):
+    seed: int | None = None
+    options: dict[str, Any] | None = None
+
+
+class EnvResetResult(_Body):
+    observation: Any
+    info: dict[str, Any]
+
+
+class EnvStep(_Body):
+    action: Any
+
+
+class EnvStepResult(_Body):
+    observation: Any
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+
+class ErrorBody(_Body):
+    type: str
+    message: str
