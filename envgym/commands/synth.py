@@ -1,0 +1,163 @@
+"""`envgym synth run | harvest-mcp | rollouts | export | difficulty | stats`: the synthesizer's commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from envgym.llm import ChatModel
+
+console = Console(stderr=True)
+
+
+def _print(summary: dict[str, Any], as_json: bool, title: str) -> None:
+    if as_json:
+        print(json.dumps(summary, sort_keys=True, ensure_ascii=False))
+        return
+    table = Table("metric", "value", title=title)
+    for key, value in summary.items():
+        table.add_row(key, json.dumps(value) if isinstance(value, dict | list) else str(value))
+    Console().print(table)
+
+
+def _model(args: argparse.Namespace, cache: Path) -> ChatModel | None:
+    """The proposing/paraphrasing model behind the record/replay cache, or None for the procedural path."""
+    if args.llm is None:
+        return None
+    from envgym.llm import CachedChatModel, load_chat_model
+
+    if args.llm == "openai":
+        if not args.llm_model:
+            raise SystemExit("--llm openai needs --llm-model NAME (and usually --base-url)")
+        inner = load_chat_model(f"openai:{args.llm_model}", **({"base_url": args.base_url} if args.base_url else {}))
+    else:
+        inner = load_chat_model("local")
+    return CachedChatModel(inner, cache, mode=args.llm_mode)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from synth.pipeline import SYNTH_DIR, SynthConfig, run_pipeline
+
+    spec = None if args.llm is None else (args.llm if args.llm == "local" else f"openai:{args.llm_model}")
+    config = SynthConfig(seed=args.seed, domains=args.domains, agents_per_domain=args.agents_per_domain,
+                         tasks_per_env=args.tasks_per_env, llm=spec)
+    model = _model(args, Path(args.out) / SYNTH_DIR / "llm_cache.jsonl")
+    _print(run_pipeline(config, args.out, model, progress=not args.json), args.json, "synth run")
+    return 0
+
+
+def cmd_harvest(args: argparse.Namespace) -> int:
+    from synth.mcp_harvest import harvest
+    from synth.store import with_id, write_jsonl
+
+    specs = harvest(args.server, timeout_s=args.timeout)
+    records = [with_id({"spec": s.model_dump(mode="json", exclude_defaults=True)}) for s in specs]
+    write_jsonl(Path(args.out), records)
+    servers = sorted({" ".join(s.source["server"]) for s in specs if s.source})
+    _print({"out": args.out, "servers": len(args.server), "tools": len(specs),
+            "by_server": {srv: sum(" ".join(s.source["server"]) == srv for s in specs if s.source) for srv in servers}},
+           args.json, "harvest-mcp")
+    return 0
+
+
+def cmd_rollouts(args: argparse.Namespace) -> int:
+    from synth.rollouts import passes, rollout
+
+    kwargs: dict[str, Any] = {}
+    if args.policy == "openai":
+        kwargs = {"model": args.llm_model, "base_url": args.base_url}
+    records = rollout(args.dir, args.out, policy=args.policy, n=args.n, seed=args.seed,
+                      failure_rate=args.failure_rate, progress=not args.json, **kwargs)
+    rewards = [r["reward"] for r in records]
+    _print({"out": args.out, "trajectories": len(records), "passed": sum(passes(r) for r in records),
+            "mean_reward": round(sum(rewards) / len(rewards), 4) if rewards else 0.0}, args.json, "rollouts")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from synth.rollouts import export_sft
+
+    _print({"out": args.out, **export_sft(args.rollouts, args.out)}, args.json, "export")
+    return 0
+
+
+def cmd_difficulty(args: argparse.Namespace) -> int:
+    from synth.difficulty import curriculum
+
+    _print({"out": args.out, **curriculum(args.dir, args.rollouts, args.out, band=args.band, seed=args.seed)},
+           args.json, "difficulty")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from synth.stats import collect_stats
+
+    _print(collect_stats(args.dir), args.json, f"synth stats {args.dir}")
+    return 0
+
+
+def _llm_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--llm-model", default=None, help="model name on the OpenAI-compatible server")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL")
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("synth", help="synthesize environments, harvest MCP tools, roll out and export data")
+    synth = parser.add_subparsers(dest="synth_command", required=True, metavar="STAGE")
+
+    p = synth.add_parser("run", help="run (or resume) the offline pipeline into a folder of environments")
+    p.add_argument("--domains", type=int, default=20)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", required=True)
+    p.add_argument("--agents-per-domain", type=int, default=1)
+    p.add_argument("--tasks-per-env", type=int, default=24)
+    p.add_argument("--llm", choices=["local", "openai"], default=None,
+                   help="let a model propose domain descriptions and paraphrase openings (default: procedural)")
+    p.add_argument("--llm-mode", choices=["auto", "record", "replay"], default="auto",
+                   help="record/replay cache mode; replay never calls the model")
+    _llm_options(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_run)
+
+    p = synth.add_parser("harvest-mcp", help="import the tools of MCP servers (stdio) as tool specs")
+    p.add_argument("--server", action="append", required=True, help='server command, e.g. "mcp-server-time"')
+    p.add_argument("--out", required=True, help="JSONL file of tool specs")
+    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_harvest)
+
+    p = synth.add_parser("rollouts", help="roll a policy out on every task of a folder of environments")
+    p.add_argument("dir")
+    p.add_argument("--out", required=True, help="JSONL file of trajectories (appended; resumable)")
+    p.add_argument("--policy", default="oracle", choices=["oracle", "random", "refuse", "local", "openai"])
+    p.add_argument("--n", type=int, default=4, help="rollouts per task")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--failure-rate", type=float, default=0.1, help="chance each tool call fails transiently")
+    _llm_options(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_rollouts)
+
+    p = synth.add_parser("export", help="keep trajectories passing the verifiable rubric; write SFT JSONL")
+    p.add_argument("rollouts")
+    p.add_argument("--out", required=True)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_export)
+
+    p = synth.add_parser("difficulty", help="select tasks near 50%% success and harden saturated ones")
+    p.add_argument("dir")
+    p.add_argument("--rollouts", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--band", type=float, default=0.25)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_difficulty)
+
+    p = synth.add_parser("stats", help="counts and diversity of a folder of synthesized environments")
+    p.add_argument("dir")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_stats)

@@ -1,0 +1,221 @@
+"""Stage 2a, MCP harvest: import the tools of real MCP servers (stdio, official SDK) as world tool specs.
+
+`harvest(["mcp-server-time", ...])` starts each server, lists its tools and returns `ToolSpec`s with the input
+schema as parameters, MCP annotations mapped to labels, and `source = {"kind": "mcp", "server": argv, "tool":
+name}`. `LiveMCPTools` keeps the servers running and yields `fn(state, **args)` functions for
+`ToolExecutor(extra=...)`, so harvested tools run live through their server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import re
+import shlex
+import threading
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp import types as mcp_types
+
+from envgym.world.spec import ToolLabel, ToolSpec
+from envgym.world.state import WorldState
+from envgym.world.tools import ToolError
+from envgym.world.validate import SchemaError, compile_validator
+
+
+class HarvestError(RuntimeError):
+    """A server could not be started or listed; the message names the server command."""
+
+
+def server_argv(command: str | Sequence[str]) -> list[str]:
+    """A server command as argv: a shell-style string ("mcp-server-git --repository .") or a list."""
+    argv = shlex.split(command) if isinstance(command, str) else list(command)
+    if not argv:
+        raise HarvestError("empty MCP server command")
+    return argv
+
+
+def _params(argv: list[str]) -> StdioServerParameters:
+    return StdioServerParameters(command=argv[0], args=argv[1:])
+
+
+def labels_from_annotations(annotations: mcp_types.ToolAnnotations | None) -> list[ToolLabel]:
+    """MCP hints as guard labels: read-only, destructive, and open-world (reads untrusted data; egress if it writes).
+
+    Hints are the server's claims, not guarantees; they only set labels, never skip a check.
+    """
+    if annotations is None:
+        return []
+    labels: list[ToolLabel] = []
+    read_only = bool(annotations.read_only_hint)
+    if read_only:
+        labels.append("read_only")
+    elif annotations.destructive_hint:
+        labels.append("destructive")
+    if annotations.open_world_hint:
+        labels.append("reads_untrusted")
+        if not read_only:
+            labels.append("egress")
+    return labels
+
+
+def _safe_name(name: str, taken: set[str], prefix: str) -> str:
+    base = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    if not re.match(r"[A-Za-z_]", base):
+        base = f"_{base}"
+    candidate = base[:64]
+    if candidate in taken:
+        candidate = f"{re.sub(r'[^A-Za-z0-9_]', '_', prefix)}_{base}"[:64]
+    n = 2
+    while candidate in taken:
+        candidate = f"{base[:60]}_{n}"
+        n += 1
+    taken.add(candidate)
+    return candidate
+
+
+def tool_spec(tool: mcp_types.Tool, argv: list[str], server_name: str, taken: set[str]) -> ToolSpec:
+    """One MCP tool as a ToolSpec; raises SchemaError if its input schema is not a well-formed object schema."""
+    parameters = dict(tool.input_schema or {"type": "object"})
+    parameters.setdefault("type", "object")
+    try:
+        compile_validator(parameters)
+    except SchemaError as exc:
+        raise SchemaError(f"MCP tool {tool.name!r} of {' '.join(argv)}: {exc}") from exc
+    source: dict[str, Any] = {"kind": "mcp", "server": argv, "server_name": server_name, "tool": tool.name}
+    if tool.annotations is not None:
+        source["annotations"] = tool.annotations.model_dump(mode="json", exclude_none=True)
+    if tool.output_schema is not None:
+        source["output_schema"] = tool.output_schema
+    return ToolSpec(name=_safe_name(tool.name, taken, server_name), description=tool.description or tool.title or
+                    tool.name, parameters=parameters, labels=labels_from_annotations(tool.annotations), source=source)
+
+
+async def _list_tools(argv: list[str], timeout_s: float) -> tuple[str, list[mcp_types.Tool]]:
+    with anyio.fail_after(timeout_s):
+        async with Client(_params(argv)) as client:
+            tools: list[mcp_types.Tool] = []
+            cursor: str | None = None
+            while True:
+                page = await client.list_tools(cursor=cursor)
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            info = client.server_info
+            return (info.name if info is not None else argv[0]), tools
+
+
+def harvest(servers: Sequence[str | Sequence[str]], timeout_s: float = 60.0) -> list[ToolSpec]:
+    """Tool specs of every tool of every server, in server order then the server's listing order."""
+    specs: list[ToolSpec] = []
+    taken: set[str] = set()
+    for command in servers:
+        argv = server_argv(command)
+        try:
+            name, tools = anyio.run(_list_tools, argv, timeout_s)
+        except (OSError, TimeoutError) as exc:
+            raise HarvestError(f"MCP server {' '.join(argv)!r}: cannot start or list tools: {exc}") from exc
+        specs.extend(tool_spec(t, argv, name, taken) for t in tools)
+    return specs
+
+
+def result_value(result: mcp_types.CallToolResult) -> Any:
+    """A tool result as JSON: its structured content if any, else its text parts joined; errors raise ToolError."""
+    texts = [c.text for c in result.content if isinstance(c, mcp_types.TextContent)]
+    if result.is_error:
+        raise ToolError("\n".join(texts) or "the MCP tool reported an error")
+    if result.structured_content is not None:
+        return result.structured_content
+    return "\n".join(texts)
+
+
+class LiveMCPTools:
+    """Running MCP servers for harvested tools, as `ToolExecutor(extra=live.functions())` implementations.
+
+    Owns the server processes: use as a context manager (or call `close()`), which stops every server. The SDK is
+    async, so one background event loop holds the sessions and the sync functions submit calls to it.
+    """
+
+    def __init__(self, specs: Sequence[ToolSpec], timeout_s: float = 60.0):
+        self.specs = [s for s in specs if s.source and s.source.get("kind") == "mcp"]
+        self.timeout_s = timeout_s
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-live", daemon=True)
+        self._clients: dict[tuple[str, ...], Client] = {}
+        self._holders: list[concurrent.futures.Future[None]] = []
+        self._stop: asyncio.Event | None = None
+
+    def __enter__(self) -> LiveMCPTools:
+        self._thread.start()
+        self._stop = asyncio.run_coroutine_threadsafe(self._make_event(), self._loop).result()
+        for argv in sorted({tuple(s.source["server"]) for s in self.specs if s.source}):
+            ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+            self._holders.append(asyncio.run_coroutine_threadsafe(self._hold(argv, ready), self._loop))
+            try:
+                ready.result(self.timeout_s)
+            except Exception as exc:
+                self.close()
+                raise HarvestError(f"MCP server {' '.join(argv)!r} did not start: {exc}") from exc
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    @staticmethod
+    async def _make_event() -> asyncio.Event:
+        return asyncio.Event()
+
+    async def _hold(self, argv: tuple[str, ...], ready: concurrent.futures.Future[None]) -> None:
+        assert self._stop is not None
+        try:
+            async with Client(_params(list(argv))) as client:
+                self._clients[argv] = client
+                ready.set_result(None)
+                await self._stop.wait()
+        except Exception as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
+        finally:
+            self._clients.pop(argv, None)
+
+    def call(self, spec: ToolSpec, arguments: dict[str, Any]) -> Any:
+        """Call one harvested tool on its server and return its JSON result (ToolError if the tool failed)."""
+        assert spec.source is not None
+        client = self._clients.get(tuple(spec.source["server"]))
+        if client is None:
+            raise ToolError(f"MCP server for {spec.name} is not running")
+        future = asyncio.run_coroutine_threadsafe(client.call_tool(spec.source["tool"], arguments), self._loop)
+        try:
+            return result_value(future.result(self.timeout_s))
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise ToolError(f"{spec.name}: the MCP server did not answer within {self.timeout_s:g}s") from None
+
+    def functions(self) -> dict[str, Callable[..., Any]]:
+        """tool name -> fn(state, **args), for `ToolExecutor(world, extra=...)`."""
+        def bind(spec: ToolSpec) -> Callable[..., Any]:
+            def run(state: WorldState, **arguments: Any) -> Any:
+                return self.call(spec, arguments)
+            return run
+        return {s.name: bind(s) for s in self.specs}
+
+    def close(self) -> None:
+        """Stop every server and the background loop; safe to call twice."""
+        if not self._thread.is_alive():
+            return
+        if self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        for holder in self._holders:
+            # A server that failed to start has nothing left to stop; its error was raised by __enter__.
+            with contextlib.suppress(Exception):
+                holder.result(self.timeout_s)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(self.timeout_s)
+        self._loop.close()
