@@ -11,7 +11,9 @@ from envgym import commands
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="envgym", description="Tool-using environments for training LLM agents.")
+    parser = argparse.ArgumentParser(
+        prog="envgym", description="Tool-using environments for training LLM agents."
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         importlib.import_module(f"{commands.__name__}.{info.name}").register(sub)

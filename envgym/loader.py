@@ -44,7 +44,9 @@ class EnvironmentData:
         return self._targets[task.id]
 
 
-def build_environment(world: WorldSpec, tasks: list[TaskSpec], directory: Path | None = None) -> EnvironmentData:
+def build_environment(
+    world: WorldSpec, tasks: list[TaskSpec], directory: Path | None = None
+) -> EnvironmentData:
     """Assemble an environment from models (e.g. built in code or by the synthesizer)."""
     if world.policy == "" and directory is not None and (directory / "policy.md").exists():
         world = world.model_copy(update={"policy": (directory / "policy.md").read_text()})
@@ -55,7 +57,9 @@ def build_environment(world: WorldSpec, tasks: list[TaskSpec], directory: Path |
 def load_environment(directory: str | Path) -> EnvironmentData:
     """Load and validate an environment folder; errors name the file and what is wrong."""
     path = Path(directory)
-    world_file = next((path / n for n in ("world.yaml", "world.yml", "world.json") if (path / n).exists()), None)
+    world_file = next(
+        (path / n for n in ("world.yaml", "world.yml", "world.json") if (path / n).exists()), None
+    )
     if world_file is None:
         raise SpecError(f"{path}: no world.yaml in this environment folder")
     world = load_world(world_file)

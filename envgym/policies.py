@@ -104,14 +104,25 @@ class ChatModelPolicy:
 
     def act(self, obs: str, info: dict[str, Any]) -> str:
         reply = self.model.chat(
-            info["messages"], info["tools"], max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed
+            info["messages"],
+            info["tools"],
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            seed=self.seed,
         )
         self.tokens += int(reply.usage.get("prompt_tokens", 0)) + int(reply.usage.get("completion_tokens", 0))
         return str(reply.text)
 
 
-def make_policy(name: str, *, seed: int = 0, base_url: str | None = None, model: str | None = None,
-                temperature: float = 0.0, max_tokens: int = 256) -> Policy:
+def make_policy(
+    name: str,
+    *,
+    seed: int = 0,
+    base_url: str | None = None,
+    model: str | None = None,
+    temperature: float = 0.0,
+    max_tokens: int = 256,
+) -> Policy:
     """Build a policy by name: oracle, random, refuse, local (SmolLM2) or openai (any compatible server)."""
     if name == "oracle":
         return OraclePolicy()
@@ -124,7 +135,7 @@ def make_policy(name: str, *, seed: int = 0, base_url: str | None = None, model:
 
         spec = "local" if name == "local" else f"openai:{model or 'default'}"
         kwargs = {"base_url": base_url} if name == "openai" else {}
-        return ChatModelPolicy(load_chat_model(spec, **kwargs), max_tokens=max_tokens, temperature=temperature,
-                               seed=seed)
+        return ChatModelPolicy(
+            load_chat_model(spec, **kwargs), max_tokens=max_tokens, temperature=temperature, seed=seed
+        )
     raise ValueError(f"unknown policy {name!r}; expected oracle, random, refuse, local or openai")
-

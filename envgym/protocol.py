@@ -30,7 +30,9 @@ class ParsedCall:
 
 def _call_from_obj(obj: Any, call_id: str, raw: str) -> ParsedCall:
     if not isinstance(obj, dict):
-        return ParsedCall(call_id, INVALID_CALL_NAME, None, raw, f"a tool call must be a JSON object, got {raw[:80]!r}")
+        return ParsedCall(
+            call_id, INVALID_CALL_NAME, None, raw, f"a tool call must be a JSON object, got {raw[:80]!r}"
+        )
     name = obj.get("name")
     if not isinstance(name, str) or not name:
         return ParsedCall(call_id, INVALID_CALL_NAME, None, raw, 'a tool call needs a string "name" field')
@@ -40,7 +42,9 @@ def _call_from_obj(obj: Any, call_id: str, raw: str) -> ParsedCall:
         try:
             args = json.loads(args) if args.strip() else {}
         except json.JSONDecodeError as exc:
-            return ParsedCall(call_id, name, None, raw_args, f"arguments of {name} are not valid JSON: {exc.msg}")
+            return ParsedCall(
+                call_id, name, None, raw_args, f"arguments of {name} are not valid JSON: {exc.msg}"
+            )
     else:
         raw_args = json.dumps(args)
     if args is None:
@@ -59,10 +63,10 @@ def split_tool_calls(text: str) -> tuple[str, list[str]]:
         outside.append(text[pos:start])
         end = text.find(CLOSE, start + len(OPEN))
         if end == -1:
-            bodies.append(text[start + len(OPEN):])
+            bodies.append(text[start + len(OPEN) :])
             pos = len(text)
             break
-        bodies.append(text[start + len(OPEN):end])
+        bodies.append(text[start + len(OPEN) : end])
         pos = end + len(CLOSE)
     outside.append(text[pos:])
     return "".join(outside).strip(), bodies
@@ -79,11 +83,16 @@ def _parse_bodies(bodies: list[str], id_prefix: str) -> list[ParsedCall]:
         try:
             obj = json.loads(body)
         except json.JSONDecodeError as exc:
-            calls.append(ParsedCall(
-                f"{id_prefix}{len(calls)}", INVALID_CALL_NAME, None, body,
-                f"the tool call is not valid JSON ({exc.msg} at char {exc.pos}); "
-                'expected <tool_call>{"name": ..., "arguments": {...}}</tool_call>',
-            ))
+            calls.append(
+                ParsedCall(
+                    f"{id_prefix}{len(calls)}",
+                    INVALID_CALL_NAME,
+                    None,
+                    body,
+                    f"the tool call is not valid JSON ({exc.msg} at char {exc.pos}); "
+                    'expected <tool_call>{"name": ..., "arguments": {...}}</tool_call>',
+                )
+            )
             continue
         for item in obj if isinstance(obj, list) else [obj]:
             calls.append(_call_from_obj(item, f"{id_prefix}{len(calls)}", body))
@@ -95,11 +104,15 @@ def _calls_from_message(message: dict[str, Any], id_prefix: str) -> list[ParsedC
     for i, tc in enumerate(message.get("tool_calls") or []):
         call_id = f"{id_prefix}{i}"
         if not isinstance(tc, dict):
-            calls.append(ParsedCall(call_id, INVALID_CALL_NAME, None, repr(tc)[:200], "a tool call must be an object"))
+            calls.append(
+                ParsedCall(call_id, INVALID_CALL_NAME, None, repr(tc)[:200], "a tool call must be an object")
+            )
             continue
         call_id = str(tc.get("id") or call_id)
         fn = tc.get("function", tc)
-        calls.append(_call_from_obj(fn if isinstance(fn, dict) else None, call_id, json.dumps(fn, default=str)[:2000]))
+        calls.append(
+            _call_from_obj(fn if isinstance(fn, dict) else None, call_id, json.dumps(fn, default=str)[:2000])
+        )
     return calls
 
 
@@ -123,7 +136,8 @@ def parse_action(action: Any, id_prefix: str = "call_") -> tuple[dict[str, Any],
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw_arguments}} for c in calls
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw_arguments}}
+            for c in calls
         ]
     return message, calls
 

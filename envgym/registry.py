@@ -23,7 +23,11 @@ def bundled_dir() -> Path:
 def env_dirs(root: str | Path) -> list[Path]:
     """Environment folders directly under `root` (those holding a world file), sorted by name."""
     root = Path(root)
-    return sorted(p for p in root.iterdir() if p.is_dir() and any((p / n).exists() for n in ("world.yaml", "world.json")))
+    return sorted(
+        p
+        for p in root.iterdir()
+        if p.is_dir() and any((p / n).exists() for n in ("world.yaml", "world.json"))
+    )
 
 
 def env_id(name: str) -> str:
@@ -38,7 +42,9 @@ def register_dir(root: str | Path, *, override: bool = False) -> list[str]:
         if eid in gym.registry and not override:
             ids.append(eid)
             continue
-        gym.register(id=eid, entry_point=ENTRY_POINT, kwargs={"env_dir": str(path)}, disable_env_checker=False)
+        gym.register(
+            id=eid, entry_point=ENTRY_POINT, kwargs={"env_dir": str(path)}, disable_env_checker=False
+        )
         ids.append(eid)
     return ids
 

@@ -36,8 +36,9 @@ class Trajectory:
         return json.dumps(asdict(self), ensure_ascii=False, default=str)
 
 
-def run_episode(env: gym.Env, policy: Policy, *, seed: int | None = None,
-                options: dict[str, Any] | None = None) -> Trajectory:
+def run_episode(
+    env: gym.Env, policy: Policy, *, seed: int | None = None, options: dict[str, Any] | None = None
+) -> Trajectory:
     """Play one episode to its end and return its trajectory."""
     start = time.perf_counter()
     obs, info = env.reset(seed=seed, options=options)
@@ -51,20 +52,42 @@ def run_episode(env: gym.Env, policy: Policy, *, seed: int | None = None,
         steps += 1
         tool_errors.extend(info.get("tool_errors", []))
     return Trajectory(
-        env_name=info["env_name"], task_id=info["task_id"], messages=list(info["messages"]), tools=info["tools"],
-        reward=reward, reward_components=info.get("reward_components", {}), steps=steps, terminated=terminated,
-        truncated=truncated, wall_s=time.perf_counter() - start,
-        tokens=getattr(policy, "tokens", 0) - tokens_before, tool_errors=tool_errors, seed=seed,
+        env_name=info["env_name"],
+        task_id=info["task_id"],
+        messages=list(info["messages"]),
+        tools=info["tools"],
+        reward=reward,
+        reward_components=info.get("reward_components", {}),
+        steps=steps,
+        terminated=terminated,
+        truncated=truncated,
+        wall_s=time.perf_counter() - start,
+        tokens=getattr(policy, "tokens", 0) - tokens_before,
+        tool_errors=tool_errors,
+        seed=seed,
     )
 
 
-def run_episodes(env: gym.Env, policy: Policy, episodes: int, *, seed: int = 0, task_ids: list[str] | None = None,
-                 out: str | Path | None = None, progress: bool = True) -> list[Trajectory]:
+def run_episodes(
+    env: gym.Env,
+    policy: Policy,
+    episodes: int,
+    *,
+    seed: int = 0,
+    task_ids: list[str] | None = None,
+    out: str | Path | None = None,
+    progress: bool = True,
+) -> list[Trajectory]:
     """Run `episodes` episodes (over `task_ids` in turn when given), appending each trajectory to `out` as JSONL."""
     results: list[Trajectory] = []
     sink = Path(out).open("a") if out else None  # noqa: SIM115 (closed in finally; optional)
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("mean reward {task.fields[mean]:.2f}"), TimeElapsedColumn())
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("mean reward {task.fields[mean]:.2f}"),
+        TimeElapsedColumn(),
+    )
     try:
         with Progress(*columns, disable=not progress, transient=False) as bar:
             job = bar.add_task("episodes", total=episodes, mean=0.0)

@@ -15,7 +15,9 @@ from typing import Any, Protocol
 from envgym.world.spec import TaskSpec
 
 STOP = "###STOP###"
-_CONFIRM_RE = re.compile(r"\b(confirm|proceed|go ahead|shall i|should i|do you want|would you like|is that (ok|right|correct))\b")
+_CONFIRM_RE = re.compile(
+    r"\b(confirm|proceed|go ahead|shall i|should i|do you want|would you like|is that (ok|right|correct))\b"
+)
 
 
 @dataclass
@@ -94,6 +96,8 @@ class LLMUser:
             f"When your goal is met or you want to end the chat, write {STOP}."
         )
         self.history.append({"role": "user", "content": agent_text})
-        reply = self.model.chat([{"role": "system", "content": system}, *self.history], max_tokens=self.max_tokens)
+        reply = self.model.chat(
+            [{"role": "system", "content": system}, *self.history], max_tokens=self.max_tokens
+        )
         self.history.append({"role": "assistant", "content": reply.text})
         return UserTurn(reply.text.strip(), done=STOP in reply.text)

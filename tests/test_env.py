@@ -150,9 +150,9 @@ def test_check_env_passes(env_id: str) -> None:
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_vector_env_of_four(mode: str) -> None:
     envs = gym.make_vec("envgym/calculator-v0", num_envs=4, vectorization_mode=mode)
-    obs, info = envs.reset(seed=0)
+    obs, _ = envs.reset(seed=0)
     assert len(obs) == 4 and len(set(obs)) > 1
-    obs, rewards, terminated, truncated, _ = envs.step([call("calculate", expression="2 * 3")] * 4)
+    obs, rewards, _, _, _ = envs.step([call("calculate", expression="2 * 3")] * 4)
     assert all('"result": 6' in o for o in obs)
     assert list(rewards) == [0.0] * 4
     envs.close()

@@ -60,7 +60,7 @@ def test_random_actions_never_raise(env_id: str) -> None:
     @given(actions)
     def check(example: tuple[Any, bool]) -> None:
         action, must_error = example
-        obs, reward, terminated, truncated, info = env.step(action)
+        obs, reward, terminated, truncated, _ = env.step(action)
         assert isinstance(obs, str) and isinstance(reward, float)
         if must_error:
             assert '"error"' in obs, (action, obs)

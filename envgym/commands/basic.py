@@ -24,7 +24,9 @@ def _print_json(obj: Any) -> None:
 
 
 def _add_env_dir(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--env-dir", action="append", default=[], help="also register environments under this folder")
+    p.add_argument(
+        "--env-dir", action="append", default=[], help="also register environments under this folder"
+    )
 
 
 def _register_extra(args: argparse.Namespace) -> None:
@@ -41,8 +43,14 @@ def cmd_list(args: argparse.Namespace) -> int:
             rows.append({"id": eid, "tasks": None, "tools": None, "description": "remote environment"})
             continue
         data = load_environment(kwargs["env_dir"])
-        rows.append({"id": eid, "tasks": len(data.tasks), "tools": len(data.world.tools),
-                     "description": data.world.description})
+        rows.append(
+            {
+                "id": eid,
+                "tasks": len(data.tasks),
+                "tools": len(data.world.tools),
+                "description": data.world.description,
+            }
+        )
     if args.json:
         _print_json({"environments": rows})
         return 0
@@ -57,10 +65,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     _register_extra(args)
     data = load_environment(str(find_env_dir(args.env)))
     summary = {
-        "id": env_id(data.name), "description": data.world.description, "directory": str(data.directory),
+        "id": env_id(data.name),
+        "description": data.world.description,
+        "directory": str(data.directory),
         "entities": {n: len(t) for n, t in data.initial.tables.items()},
-        "tools": [{"name": t.name, "labels": t.labels, "description": t.description} for t in data.world.tools],
-        "tasks": len(data.tasks), "policy": data.world.policy,
+        "tools": [
+            {"name": t.name, "labels": t.labels, "description": t.description} for t in data.world.tools
+        ],
+        "tasks": len(data.tasks),
+        "policy": data.world.policy,
     }
     if args.json:
         _print_json(summary)
@@ -108,20 +121,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.max_steps:
         kwargs["max_steps"] = args.max_steps
     env = gym.make(args.env if "/" in args.env else env_id(args.env), **kwargs)
-    policy = make_policy(args.policy, seed=args.seed, base_url=args.base_url, model=args.model,
-                         temperature=args.temperature, max_tokens=args.max_tokens)
+    policy = make_policy(
+        args.policy,
+        seed=args.seed,
+        base_url=args.base_url,
+        model=args.model,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+    )
     task_ids = args.task or None
-    trajs = run_episodes(env, policy, args.episodes, seed=args.seed, task_ids=task_ids, out=args.out,
-                         progress=not args.json)
+    trajs = run_episodes(
+        env, policy, args.episodes, seed=args.seed, task_ids=task_ids, out=args.out, progress=not args.json
+    )
     env.close()
     rewards = [t.reward for t in trajs]
     summary = {
-        "env": args.env, "policy": args.policy, "episodes": len(trajs),
+        "env": args.env,
+        "policy": args.policy,
+        "episodes": len(trajs),
         "mean_reward": statistics.fmean(rewards) if rewards else 0.0,
         "success_rate": sum(r >= 1.0 for r in rewards) / len(rewards) if rewards else 0.0,
         "mean_steps": statistics.fmean(t.steps for t in trajs) if trajs else 0.0,
         "tool_errors": sum(len(t.tool_errors) for t in trajs),
-        "wall_s": sum(t.wall_s for t in trajs), "out": args.out,
+        "wall_s": sum(t.wall_s for t in trajs),
+        "out": args.out,
     }
     if args.json:
         _print_json(summary)

@@ -31,7 +31,9 @@ def replay_solution(executor: ToolExecutor, initial: WorldState, task: TaskSpec)
     for i, call in enumerate(task.solution):
         result = executor.execute(state, call.name, call.arguments)
         if not result.ok:
-            raise ValueError(f"task {task.id}: reference solution step {i} ({call.name}) failed: {result.error}")
+            raise ValueError(
+                f"task {task.id}: reference solution step {i} ({call.name}) failed: {result.error}"
+            )
     return state
 
 

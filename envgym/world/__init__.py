@@ -5,6 +5,15 @@ from envgym.world.state import WorldState, generate_state
 from envgym.world.tools import ToolError, ToolExecutor, ToolResult
 
 __all__ = [
-    "EntitySpec", "TaskSpec", "ToolError", "ToolExecutor", "ToolResult", "ToolSpec", "WorldSpec", "WorldState",
-    "generate_state", "load_tasks", "load_world",
+    "EntitySpec",
+    "TaskSpec",
+    "ToolError",
+    "ToolExecutor",
+    "ToolResult",
+    "ToolSpec",
+    "WorldSpec",
+    "WorldState",
+    "generate_state",
+    "load_tasks",
+    "load_world",
 ]

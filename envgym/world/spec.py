@@ -41,7 +41,9 @@ class FieldSpec(_Model):
     decimals: int | None = Field(None, description="Round generated numbers to this many decimals.")
     ref: str | None = Field(None, description="Entity whose key this field holds (a foreign key).")
     ref_count: tuple[int, int] | None = Field(None, description="For list refs: how many keys, [min, max].")
-    template: str | None = Field(None, description="A format string over the record's earlier fields and `index`.")
+    template: str | None = Field(
+        None, description="A format string over the record's earlier fields and `index`."
+    )
     value: Any = Field(None, description="A constant value.")
     unique: bool = False
 
@@ -50,7 +52,9 @@ class EntitySpec(_Model):
     """A table of records: a key field, typed fields and how many records the seeded world holds."""
 
     key: str
-    key_format: str = Field("{prefix}{index:04d}", description="Format of generated keys; {prefix} and {index}.")
+    key_format: str = Field(
+        "{prefix}{index:04d}", description="Format of generated keys; {prefix} and {index}."
+    )
     prefix: str = ""
     count: int = Field(10, ge=0)
     fields: dict[str, FieldSpec]
@@ -82,14 +86,18 @@ class Effect(_Model):
     op: EffectOp
     entity: str
     key_arg: str | None = None
-    match: dict[str, Any] = Field(default_factory=dict, description="get/list: field -> value that must be equal.")
+    match: dict[str, Any] = Field(
+        default_factory=dict, description="get/list: field -> value that must be equal."
+    )
     query_arg: str | None = Field(None, description="search: argument holding the text to look for.")
     search_fields: list[str] = Field(default_factory=list)
     set: dict[str, Any] = Field(default_factory=dict, description="create/update: field -> value.")
     preconditions: list[Precondition] = Field(default_factory=list)
     returns: str | list[str] | None = Field(None, description="Return only this field (or these fields).")
     limit: int = 50
-    not_found_error: str | None = Field(None, description="Message when no record matches; default names both.")
+    not_found_error: str | None = Field(
+        None, description="Message when no record matches; default names both."
+    )
 
 
 class ToolSpec(_Model):
@@ -102,9 +110,15 @@ class ToolSpec(_Model):
     )
     labels: list[ToolLabel] = Field(default_factory=list)
     effect: Effect | None = None
-    python: str | None = Field(None, description="'module:function' in the environment folder, e.g. 'tools:refund'.")
-    writes: list[str] | None = Field(None, description="Entities a Python tool may change (checked by synth).")
-    source: dict[str, Any] | None = Field(None, description="Where an imported tool came from (e.g. an MCP server).")
+    python: str | None = Field(
+        None, description="'module:function' in the environment folder, e.g. 'tools:refund'."
+    )
+    writes: list[str] | None = Field(
+        None, description="Entities a Python tool may change (checked by synth)."
+    )
+    source: dict[str, Any] | None = Field(
+        None, description="Where an imported tool came from (e.g. an MCP server)."
+    )
 
     @model_validator(mode="after")
     def _one_implementation(self) -> ToolSpec:
@@ -133,7 +147,9 @@ class Assertion(_Model):
 
     entity: str
     key: str | None = None
-    match: dict[str, Any] = Field(default_factory=dict, description="Find the record by fields instead of key.")
+    match: dict[str, Any] = Field(
+        default_factory=dict, description="Find the record by fields instead of key."
+    )
     field: str | None = None
     op: CompareOp = "eq"
     value: Any = None
@@ -144,13 +160,19 @@ class TaskSpec(_Model):
     """A task: what the user wants and knows, and how success is graded (hidden from the agent)."""
 
     id: str
-    instruction: str = Field(description="The user's goal, in the user's words (the user simulator's script).")
+    instruction: str = Field(
+        description="The user's goal, in the user's words (the user simulator's script)."
+    )
     opening: str = Field(description="The user's first message.")
     user_known: dict[str, str] = Field(default_factory=dict, description="Facts the user gives when asked.")
-    solution: list[ToolCall] = Field(default_factory=list, description="Reference solution (tool calls in order).")
+    solution: list[ToolCall] = Field(
+        default_factory=list, description="Reference solution (tool calls in order)."
+    )
     final_reply: str = Field("", description="What the reference agent says at the end.")
     assertions: list[Assertion] = Field(default_factory=list)
-    required_outputs: list[str] = Field(default_factory=list, description="Strings the agent must say to the user.")
+    required_outputs: list[str] = Field(
+        default_factory=list, description="Strings the agent must say to the user."
+    )
     rubric: list[str] = Field(default_factory=list, description="Natural-language criteria for an LLM judge.")
     max_steps: int | None = None
     tags: list[str] = Field(default_factory=list)
@@ -160,9 +182,13 @@ class TaskSpec(_Model):
 class Hooks(_Model):
     """Optional Python hooks ('module:function' in the environment folder)."""
 
-    on_reset: str | None = Field(None, description="fn(state, task, rng) after the world is built for an episode.")
+    on_reset: str | None = Field(
+        None, description="fn(state, task, rng) after the world is built for an episode."
+    )
     on_close: str | None = Field(None, description="fn(state) when the episode's state is discarded.")
-    grade: str | None = Field(None, description="fn(state, task, messages) -> dict of reward components in [0, 1].")
+    grade: str | None = Field(
+        None, description="fn(state, task, messages) -> dict of reward components in [0, 1]."
+    )
 
 
 class WorldSpec(_Model):
@@ -177,7 +203,9 @@ class WorldSpec(_Model):
     policy: str = ""
     system_prompt: str = "You are a helpful assistant. Use the tools to help the user."
     max_steps: int = 30
-    failure_rate: float = Field(0.0, ge=0.0, le=1.0, description="Chance a tool call fails transiently (seeded).")
+    failure_rate: float = Field(
+        0.0, ge=0.0, le=1.0, description="Chance a tool call fails transiently (seeded)."
+    )
     hooks: Hooks = Field(default_factory=Hooks)
     guard: dict[str, Any] = Field(default_factory=dict, description="Guard settings (see envgym.guard).")
     meta: dict[str, Any] = Field(default_factory=dict)

@@ -7,11 +7,12 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass, field
-from typing import Any
-
-from faker import Faker
+from typing import TYPE_CHECKING, Any
 
 from envgym.world.spec import EntitySpec, FieldSpec, WorldSpec
+
+if TYPE_CHECKING:
+    from faker import Faker
 
 Record = dict[str, Any]
 
@@ -113,7 +114,12 @@ def _order_entities(entities: dict[str, EntitySpec]) -> list[str]:
 
 
 def _generate_value(
-    spec: FieldSpec, record: Record, index: int, rng: random.Random, fake: Faker, tables: dict[str, dict[str, Record]]
+    spec: FieldSpec,
+    record: Record,
+    index: int,
+    rng: random.Random,
+    fake: Faker,
+    tables: dict[str, dict[str, Record]],
 ) -> Any:
     if spec.value is not None:
         return copy.deepcopy(spec.value)
@@ -149,6 +155,8 @@ def _generate_value(
 
 def generate_state(world: WorldSpec, seed: int | None = None) -> WorldState:
     """Build the initial records of a world from its seed (or `seed`): same seed, same records, same hash."""
+    from faker import Faker  # imported here: it is slow to import and only world generation needs it
+
     seed = world.seed if seed is None else seed
     tables: dict[str, dict[str, Record]] = {}
     for name in _order_entities(world.entities):

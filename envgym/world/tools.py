@@ -25,7 +25,9 @@ class ToolError(Exception):
     """Raised by a Python tool to report a controlled failure; the message is shown to the agent."""
 
 
-ErrorKind = str  # "unknown_tool" | "invalid_arguments" | "precondition" | "not_found" | "transient" | "tool_error"
+ErrorKind = (
+    str  # "unknown_tool" | "invalid_arguments" | "precondition" | "not_found" | "transient" | "tool_error"
+)
 
 
 @dataclass(slots=True)
@@ -110,7 +112,9 @@ def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any]) -> Tool
             return ToolResult(False, error=message, error_kind="not_found")
         for pre in effect.preconditions:
             if not compare(record.get(pre.field), pre.op, _arg(pre.value, args)):
-                return ToolResult(False, error=pre.error.format(**{**record, **args}), error_kind="precondition")
+                return ToolResult(
+                    False, error=pre.error.format(**{**record, **args}), error_kind="precondition"
+                )
         if op == "get":
             return ToolResult(True, _project(record, effect.returns))
         if op == "delete":
@@ -129,7 +133,8 @@ def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any]) -> Tool
         query = str(args.get(effect.query_arg or "query", "")).lower()
         fields = effect.search_fields or None
         rows = [
-            r for r in table.values()
+            r
+            for r in table.values()
             if any(query in str(v).lower() for f, v in r.items() if fields is None or f in fields)
         ]
         return ToolResult(True, [_project(r, effect.returns) for r in rows[: effect.limit]])
@@ -182,7 +187,12 @@ def _create_key(effect: Effect, world: WorldSpec, state: WorldState, values: dic
 class ToolExecutor:
     """Runs a world's tools: validates arguments, applies effects or Python functions, injects failures."""
 
-    def __init__(self, world: WorldSpec, env_dir: Path | None = None, extra: dict[str, Callable[..., Any]] | None = None):
+    def __init__(
+        self,
+        world: WorldSpec,
+        env_dir: Path | None = None,
+        extra: dict[str, Callable[..., Any]] | None = None,
+    ):
         self.world = world
         self.env_dir = env_dir
         self.tools: dict[str, ToolSpec] = {t.name: t for t in world.tools}
@@ -196,23 +206,33 @@ class ToolExecutor:
     def openai_tools(self) -> list[dict[str, Any]]:
         """The tools as OpenAI function-calling schemas (what the agent sees)."""
         return [
-            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+            {
+                "type": "function",
+                "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+            }
             for t in self.world.tools
         ]
 
     def execute(
-        self, state: WorldState, name: str, args: Any, rng: random.Random | None = None, failure_rate: float = 0.0
+        self,
+        state: WorldState,
+        name: str,
+        args: Any,
+        rng: random.Random | None = None,
+        failure_rate: float = 0.0,
     ) -> ToolResult:
         """Validate and run one call. Never raises for bad input; returns an error result that names the problem."""
         tool = self.tools.get(name)
         if tool is None:
             return ToolResult(
-                False, error=f"unknown tool {name!r}; available tools: {', '.join(sorted(self.tools))}",
+                False,
+                error=f"unknown tool {name!r}; available tools: {', '.join(sorted(self.tools))}",
                 error_kind="unknown_tool",
             )
         if not isinstance(args, dict):
             return ToolResult(
-                False, error=f"arguments of {name} must be a JSON object, got {type(args).__name__}",
+                False,
+                error=f"arguments of {name} must be a JSON object, got {type(args).__name__}",
                 error_kind="invalid_arguments",
             )
         problem = self._validators[name](args)
@@ -233,7 +253,9 @@ class ToolExecutor:
             return result
         fn = self._python.get(name)
         if fn is None:
-            return ToolResult(False, error=f"tool {name!r} has no implementation here", error_kind="tool_error")
+            return ToolResult(
+                False, error=f"tool {name!r} has no implementation here", error_kind="tool_error"
+            )
         try:
             return ToolResult(True, fn(state, **args))
         except ToolError as exc:

@@ -15,8 +15,23 @@ import jsonschema
 Check = Callable[[Any, str], str | None]
 
 _SIMPLE_KEYWORDS = {
-    "type", "properties", "required", "additionalProperties", "enum", "minimum", "maximum", "items",
-    "minLength", "maxLength", "minItems", "maxItems", "description", "title", "default", "examples", "format",
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "enum",
+    "minimum",
+    "maximum",
+    "items",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "description",
+    "title",
+    "default",
+    "examples",
+    "format",
 }
 _TYPE_NAMES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -44,9 +59,14 @@ def _is_type(value: Any, name: str) -> bool:
 def _describe(value: Any) -> str:
     if value is None:
         return "null"
-    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}.get(
-        type(value), type(value).__name__
-    )
+    return {
+        bool: "boolean",
+        int: "integer",
+        float: "number",
+        str: "string",
+        list: "array",
+        dict: "object",
+    }.get(type(value), type(value).__name__)
 
 
 def _simple(schema: dict[str, Any]) -> bool:
@@ -83,7 +103,10 @@ def _compile(schema: dict[str, Any]) -> Check:
         hi = schema["maximum"]
         checks.append(lambda v, w: f"{w} must be <= {hi}, got {v}" if _num(v) and v > hi else None)
     for key, sized, is_min in (
-        ("minLength", str, True), ("maxLength", str, False), ("minItems", list, True), ("maxItems", list, False),
+        ("minLength", str, True),
+        ("maxLength", str, False),
+        ("minItems", list, True),
+        ("maxItems", list, False),
     ):
         if key in schema:
             checks.append(_length_check(key, sized, int(schema[key]), is_min))
@@ -156,7 +179,9 @@ def compile_validator(schema: dict[str, Any]) -> Callable[[Any], str | None]:
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
-        raise SchemaError(f"invalid JSON Schema at {'/'.join(map(str, exc.path)) or '<root>'}: {exc.message}") from exc
+        raise SchemaError(
+            f"invalid JSON Schema at {'/'.join(map(str, exc.path)) or '<root>'}: {exc.message}"
+        ) from exc
     if _simple(schema):
         check = _compile(schema)
         return lambda args: check(args, "arguments")
