@@ -1,0 +1,221 @@
+"""Per-tool-call rewards: each call labelled valid or error, needed, redundant, with a small shaping scalar.
+
+The env records every tool call it executes (`ToolCallRecord`, in the order the calls appear in the
+conversation) and `score_tool_calls` labels them:
+
+- valid: the call executed (`ok`); error: it did not (unknown tool, bad arguments, failed precondition).
+- needed: a valid call whose result was used (a value first seen in it appears in a later assistant message or
+  a later tool call's arguments) or that moved the world state closer to the task's target.
+- redundant: the same tool with the same arguments as an earlier call, with no state change in between, so it
+  could not have told the agent anything new or done anything new.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from envgym.world.state import WorldState
+
+# Result values this short or this common would "appear" in almost any later message by chance.
+_MIN_VALUE_CHARS = 3
+_COMMON_VALUES = frozenset({"true", "false", "null", "none", "yes", "the", "and", "not", "error", "ok"})
+_TEXT_VALUE_RE = re.compile(r"[\w@.+-]*\d[\w@.+-]*|[\w.+-]+@[\w.-]+")
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    """One executed tool call as the env saw it.
+
+    `distance_before`/`distance_after`: the number of records differing from the task's target state before
+    and after the call; None when the env did not compute it.
+    """
+
+    step: int
+    name: str
+    arguments: dict[str, Any]
+    ok: bool
+    error: str | None
+    result: str
+    state_changed: bool
+    distance_before: int | None
+    distance_after: int | None
+
+
+@dataclass(frozen=True)
+class ToolCallWeights:
+    """Shaping reward per label; a call's reward is the sum of the weights of its labels."""
+
+    valid: float = 0.0
+    error: float = -0.1
+    needed: float = 0.1
+    redundant: float = -0.1
+
+
+@dataclass(frozen=True)
+class ToolCallReward:
+    """The labels of one call and its shaping reward; `as_info` is the JSON form put in the env's `info`."""
+
+    step: int
+    name: str
+    valid: bool
+    needed: bool
+    redundant: bool
+    reward: float
+
+    @property
+    def error(self) -> bool:
+        return not self.valid
+
+    def as_info(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "name": self.name,
+            "valid": self.valid,
+            "error": self.error,
+            "needed": self.needed,
+            "redundant": self.redundant,
+            "reward": self.reward,
+        }
+
+
+def state_distance(state: WorldState, target: WorldState) -> int:
+    """The number of records (entity, key) that differ between `state` and the task's `target` state."""
+    return len({(change.entity, change.key) for change in state.diff(target)})
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+def result_values(result: str) -> set[str]:
+    """The values of a tool result that would show the agent used it.
+
+    A JSON result gives its string and number leaves; a plain-text result gives its identifier-like words
+    (containing a digit, or e-mail addresses). Values shorter than 3 characters and common words are left out.
+    """
+    try:
+        parsed = json.loads(result)
+    except (json.JSONDecodeError, TypeError):
+        candidates = _TEXT_VALUE_RE.findall(result)
+    else:
+        candidates = [
+            str(v) for v in _leaves(parsed) if isinstance(v, str | int | float) and not isinstance(v, bool)
+        ]
+    # Sentence punctuation sticks to words in plain text ("order O1001."); it is not part of the value.
+    cleaned = {c.strip().strip(".,;:") for c in candidates}
+    return {c for c in cleaned if len(c) >= _MIN_VALUE_CHARS and c.lower() not in _COMMON_VALUES}
+
+
+def _contains_value(text: str, value: str) -> bool:
+    return re.search(rf"(?<![\w.]){re.escape(value)}(?![\w])", text) is not None
+
+
+def _call_positions(messages: Sequence[dict[str, Any]]) -> list[tuple[int, str]]:
+    """(message index, tool name) of every tool call in the assistant messages, in order."""
+    positions = []
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function", call) if isinstance(call, dict) else {}
+            positions.append((index, str(fn.get("name", ""))))
+    return positions
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    """The content of a message and the arguments of its tool calls."""
+    parts = [message.get("content") or ""]
+    for call in message.get("tool_calls") or []:
+        fn = call.get("function", call) if isinstance(call, dict) else {}
+        arguments = fn.get("arguments", "")
+        parts.append(arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False))
+    return "\n".join(str(p) for p in parts)
+
+
+def _canonical(record: ToolCallRecord) -> str:
+    return json.dumps([record.name, record.arguments], sort_keys=True, default=str)
+
+
+def score_tool_calls(
+    records: list[ToolCallRecord],
+    messages: list[dict[str, Any]],
+    weights: ToolCallWeights = ToolCallWeights(),
+) -> list[ToolCallReward]:
+    """Label every call in `records` (see the module docstring) and give each its shaping reward.
+
+    `records[i]` must be the i-th entry of `tool_calls` across the assistant messages of `messages`; a count
+    or name mismatch raises ValueError naming the first call that does not match.
+    """
+    positions = _call_positions(messages)
+    if len(positions) != len(records):
+        raise ValueError(
+            f"score_tool_calls: {len(records)} records but {len(positions)} tool calls in the messages; "
+            "expected one record per tool call, in order"
+        )
+    for i, (record, (_, name)) in enumerate(zip(records, positions, strict=True)):
+        if record.name != name:
+            raise ValueError(f"score_tool_calls: record {i} is {record.name!r} but tool call {i} is {name!r}")
+    texts = [_message_text(m) for m in messages]
+    rewards = []
+    for i, record in enumerate(records):
+        needed = record.ok and (
+            _moved_toward_target(record) or _result_used(record, positions[i][0], messages, texts)
+        )
+        redundant = _repeats_without_change(records, i)
+        reward = (weights.valid if record.ok else weights.error) + (weights.needed if needed else 0.0)
+        reward += weights.redundant if redundant else 0.0
+        rewards.append(ToolCallReward(record.step, record.name, record.ok, needed, redundant, reward))
+    return rewards
+
+
+def _moved_toward_target(record: ToolCallRecord) -> bool:
+    if record.distance_before is None or record.distance_after is None:
+        return False
+    return record.distance_after < record.distance_before
+
+
+def _result_used(
+    record: ToolCallRecord, call_index: int, messages: Sequence[dict[str, Any]], texts: Sequence[str]
+) -> bool:
+    """Whether a value first seen in the result appears in an assistant message after the call.
+
+    Values already in the conversation up to the call (the user's words, the call's own arguments) do not
+    count: repeating them later shows nothing about the result.
+    """
+    known = "\n".join(texts[: call_index + 1])
+    values = {v for v in result_values(record.result) if not _contains_value(known, v)}
+    if not values:
+        return False
+    later = "\n".join(
+        text
+        for index, text in enumerate(texts)
+        if index > call_index and messages[index].get("role") == "assistant"
+    )
+    return any(_contains_value(later, v) for v in values)
+
+
+def _repeats_without_change(records: Sequence[ToolCallRecord], i: int) -> bool:
+    """Whether call i repeats an earlier identical call with no state change by the calls in between."""
+    key = _canonical(records[i])
+    for j in range(i - 1, -1, -1):
+        if _canonical(records[j]) == key:
+            return True
+        if records[j].state_changed:
+            return False
+    return False
+
+
+def shaping_reward(rewards: Sequence[ToolCallReward]) -> float:
+    """The episode's total per-call shaping reward."""
+    return sum(r.reward for r in rewards)
