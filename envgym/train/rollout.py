@@ -1,0 +1,217 @@
+"""Rollouts: groups of episodes through envs with the policy sampler, and the async buffer.
+
+A group's G episodes run in lockstep so each assistant turn is one batched generation. Any object with
+Gymnasium's `reset`/`step` and the `info` contract of `envgym.env` works (a `gym.make` env, a RemoteEnv).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from envgym.train.tokens import TokenSample, TrajectoryTokens
+
+
+class Sampler(Protocol):
+    """Token ids in, sampled ids and their logprobs out (see `envgym.llm.local.TransformersSampler`)."""
+
+    tokenizer: Any
+    eos_token_ids: set[int]
+
+    def sample(
+        self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int | None = None
+    ) -> Sequence[Any]: ...
+
+
+@dataclass
+class Episode:
+    """One finished episode: its token samples, the env reward and counters for the metrics."""
+
+    task_id: str
+    samples: list[TokenSample]
+    env_reward: float
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    turns: int = 0
+    tool_calls: int = 0
+    tool_failures: int = 0
+    prefix_mismatches: int = 0
+    truncated: bool = False
+    sampled_tokens: int = 0
+
+
+@dataclass
+class Group:
+    """The G episodes of one task, sampled by the policy at `policy_version`."""
+
+    task_id: str
+    episodes: list[Episode]
+    policy_version: int
+    rewards: list[float] = field(default_factory=list)
+
+
+@dataclass
+class RolloutLimits:
+    """Per-turn and total token caps and the turn cap of an episode."""
+
+    max_new_tokens: int
+    max_sequence_tokens: int
+    max_turns: int
+
+
+def run_group(
+    envs: Sequence[Any],
+    task_ids: Sequence[str],
+    sampler: Sampler,
+    limits: RolloutLimits,
+    *,
+    temperature: float,
+    seed: int,
+    policy_version: int = 0,
+) -> list[Episode]:
+    """Run one episode per env (env i on task_ids[i]) in lockstep and return them in order.
+
+    An episode ends when the env terminates or truncates, after `max_turns` turns, or when its sample
+    has no room left under `max_sequence_tokens`; the last two count as truncated with reward 0 (the env
+    never graded them). Each turn's completion is cut to the room left in its sample.
+    """
+    if len(envs) != len(task_ids):
+        raise ValueError(f"run_group: {len(envs)} envs but {len(task_ids)} task ids")
+    tokenizer = sampler.tokenizer
+    trajectories: list[TrajectoryTokens] = []
+    episodes: list[Episode] = []
+    seen: list[int] = []
+    for index, (env, task_id) in enumerate(zip(envs, task_ids, strict=True)):
+        _, info = env.reset(seed=seed + index, options={"task_id": task_id})
+        trajectories.append(TrajectoryTokens(tokenizer, info["messages"], info["tools"]))
+        episodes.append(Episode(task_id, [], 0.0, [], info["tools"]))
+        seen.append(len(info["messages"]))
+    active = list(range(len(envs)))
+    for turn in range(limits.max_turns):
+        runnable = []
+        for i in active:
+            if limits.max_sequence_tokens - len(trajectories[i].current.token_ids) > 0:
+                runnable.append(i)
+            else:
+                episodes[i].truncated = True
+        if not runnable:
+            active = []
+            break
+        samples = sampler.sample(
+            [trajectories[i].current.token_ids for i in runnable],
+            max_new_tokens=limits.max_new_tokens,
+            temperature=temperature,
+            seed=seed * 1009 + turn,
+        )
+        still_active = []
+        for i, sample in zip(runnable, samples, strict=True):
+            room = limits.max_sequence_tokens - len(trajectories[i].current.token_ids)
+            ids, logprobs = list(sample.token_ids[:room]), list(sample.logprobs[:room])
+            text_ids = ids[:-1] if ids and ids[-1] in sampler.eos_token_ids else ids
+            text = tokenizer.decode(text_ids, skip_special_tokens=False)
+            trajectories[i].add_completion(ids, logprobs, text)
+            episode = episodes[i]
+            episode.turns += 1
+            episode.sampled_tokens += len(ids)
+            _, reward, terminated, truncated, info = envs[i].step(text)
+            new_messages = info["messages"][seen[i] + 1 :]
+            seen[i] = len(info["messages"])
+            episode.tool_calls += sum(1 for m in new_messages if m.get("role") == "tool")
+            episode.tool_failures += len(info.get("tool_errors") or [])
+            if terminated or truncated:
+                episode.env_reward = float(reward)
+                episode.truncated = bool(truncated)
+                continue
+            trajectories[i].add_messages(new_messages)
+            still_active.append(i)
+        active = still_active
+    for i in active:
+        episodes[i].truncated = True
+    for trajectory, episode in zip(trajectories, episodes, strict=True):
+        episode.samples = trajectory.trainable_samples()
+        episode.messages = trajectory.messages
+        episode.prefix_mismatches = trajectory.prefix_mismatches
+    return episodes
+
+
+class GroupBuffer:
+    """A bounded buffer of groups between a rollout worker and the learner, with a staleness bound.
+
+    `get(current_version)` returns the next group whose `policy_version >= current_version -
+    max_staleness`; older groups are dropped and counted in `dropped`, so none reaches the loss.
+    """
+
+    def __init__(self, capacity: int, max_staleness: int) -> None:
+        self._queue: queue.Queue[Group | BaseException] = queue.Queue(maxsize=capacity)
+        self.max_staleness = max_staleness
+        self.dropped = 0
+
+    def put(self, item: Group | BaseException, stop: threading.Event) -> bool:
+        """Block until there is room (False if `stop` was set first). An exception is passed to `get`."""
+        while not stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def get(self, current_version: int) -> Group:
+        """The next fresh-enough group; re-raises an exception the worker put in the buffer."""
+        while True:
+            item = self._queue.get()
+            if isinstance(item, BaseException):
+                raise RuntimeError("the rollout worker failed") from item
+            if item.policy_version >= current_version - self.max_staleness:
+                return item
+            self.dropped += 1
+
+
+class RolloutWorker(threading.Thread):
+    """Fills a `GroupBuffer` with `make_group(index, policy_version)` until stopped.
+
+    The learner calls `publish(weights, version)` after each update; the worker loads the newest
+    weights (through `load_weights`) before starting its next group, and tags the group with that version.
+    """
+
+    def __init__(
+        self,
+        buffer: GroupBuffer,
+        make_group: Callable[[int, int], Group],
+        load_weights: Callable[[Any], None],
+    ) -> None:
+        super().__init__(name="envgym-rollout-worker", daemon=True)
+        self.buffer = buffer
+        self.make_group = make_group
+        self.load_weights = load_weights
+        self.stop_event = threading.Event()
+        self._lock = threading.Lock()
+        self._pending: tuple[Any, int] | None = None
+        self.version = 0
+
+    def publish(self, weights: Any, version: int) -> None:
+        with self._lock:
+            self._pending = (weights, version)
+
+    def run(self) -> None:
+        index = 0
+        try:
+            while not self.stop_event.is_set():
+                with self._lock:
+                    pending, self._pending = self._pending, None
+                if pending is not None:
+                    self.load_weights(pending[0])
+                    self.version = pending[1]
+                group = self.make_group(index, self.version)
+                index += 1
+                if not self.buffer.put(group, self.stop_event):
+                    return
+        except BaseException as error:  # handed to the learner, which re-raises it with context
+            self.buffer.put(error, self.stop_event)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(timeout=60)

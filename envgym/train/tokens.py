@@ -1,0 +1,90 @@
+"""Token-in/token-out trajectories: the sampler's exact ids and logprobs, env tokens appended with mask 0.
+
+Env, tool and user messages are tokenized by rendering the conversation with the chat template with and
+without them and appending the difference. That is only sound when the earlier tokens are a prefix of
+the new render (the extension property); when they are not (the model sampled a non-canonical
+tokenization, or the template rewrites history), the current sample is closed and a new one starts from
+the full re-rendered conversation, so no sample ever mixes two tokenizations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from envgym.llm.chat_template import encode_chat
+
+
+@dataclass
+class TokenSample:
+    """One training sequence. `mask[t] == 1` iff token t was sampled by the policy; `logprobs[t]` is its
+    behaviour log-probability there and 0.0 elsewhere."""
+
+    token_ids: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+
+    def extend(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
+        self.token_ids.extend(ids)
+        self.mask.extend([mask] * len(ids))
+        self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
+
+    @property
+    def trainable_tokens(self) -> int:
+        return sum(self.mask)
+
+
+class TrajectoryTokens:
+    """Builds the token samples of one episode turn by turn.
+
+    `messages` is the conversation as the policy produced it: assistant turns hold the raw sampled text,
+    so re-rendering reproduces the sampled tokens.
+    """
+
+    def __init__(
+        self, tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.tools = tools
+        self.messages = [dict(m) for m in messages]
+        self.samples: list[TokenSample] = []
+        self.prefix_mismatches = 0
+        self._start_sample()
+
+    @property
+    def current(self) -> TokenSample:
+        return self.samples[-1]
+
+    def _render(self) -> list[int]:
+        return encode_chat(self.tokenizer, self.messages, self.tools, add_generation_prompt=True)
+
+    def _start_sample(self) -> None:
+        sample = TokenSample()
+        sample.extend(self._render(), 0)
+        self.samples.append(sample)
+
+    def add_completion(self, token_ids: list[int], logprobs: list[float], text: str) -> None:
+        """Append sampled ids (mask 1) and record the assistant turn as `text` (their decoding)."""
+        if len(token_ids) != len(logprobs):
+            raise ValueError(f"add_completion: {len(token_ids)} token ids but {len(logprobs)} logprobs")
+        self.current.extend(list(token_ids), 1, list(logprobs))
+        self.messages.append({"role": "assistant", "content": text})
+
+    def add_messages(self, new_messages: list[dict[str, Any]]) -> bool:
+        """Append env/tool/user messages (mask 0) up to the next generation prompt.
+
+        Returns False when the prefix check failed and a new sample was started.
+        """
+        self.messages.extend(dict(m) for m in new_messages)
+        rendered = self._render()
+        current = self.current.token_ids
+        if rendered[: len(current)] == current:
+            self.current.extend(rendered[len(current) :], 0)
+            return True
+        self.prefix_mismatches += 1
+        self._start_sample()
+        return False
+
+    def trainable_samples(self) -> list[TokenSample]:
+        """Samples holding at least one policy token (a sample opened just before the end has none)."""
+        return [s for s in self.samples if s.trainable_tokens > 0]

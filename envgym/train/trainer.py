@@ -1,0 +1,416 @@
+"""`GRPOTrainer`: rollouts -> rewards -> group advantages -> masked clipped loss -> update, sync or async."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from envgym.llm.local import TransformersSampler
+from envgym.train.config import GRPOConfig
+from envgym.train.loss import group_advantages, policy_loss, token_logprobs
+from envgym.train.plot import plot_reward_curve
+from envgym.train.policy import load_policy
+from envgym.train.rewards import RewardSource, build_reward_source
+from envgym.train.rollout import (
+    Group,
+    GroupBuffer,
+    RolloutLimits,
+    RolloutWorker,
+    run_group,
+)
+from envgym.train.tokens import TokenSample
+
+CHECKPOINT_PREFIX = "checkpoint-"
+KEEP_CHECKPOINTS = 2
+
+
+def make_env(env_id: str) -> Any:
+    """A fresh env from the Gymnasium registry (importing envgym registers the bundled suite)."""
+    import gymnasium as gym
+
+    import envgym  # noqa: F401  (registers envgym/* ids)
+
+    return gym.make(env_id)
+
+
+@dataclass
+class _Item:
+    sample: TokenSample
+    advantage: float
+    old_logprobs: torch.Tensor | None = None
+
+
+class GRPOTrainer:
+    """Trains a causal LM with GRPO on an envgym environment.
+
+    Outputs in `config.output_dir`: `metrics.jsonl` (one row per step), `reward_curve.png`,
+    `checkpoint-<step>/` (model, optimizer and trainer state; the newest two are kept).
+    """
+
+    def __init__(
+        self,
+        config: GRPOConfig,
+        *,
+        policy: tuple[Any, Any] | None = None,
+        reward_source: RewardSource | None = None,
+        env_factory: Callable[[], Any] | None = None,
+        console: Console | None = None,
+    ) -> None:
+        self.config = config
+        self.console = console or Console(stderr=True)
+        model, self.tokenizer = policy if policy is not None else load_policy(config.model, config.seed)
+        if config.use_lora:
+            from peft import LoraConfig, get_peft_model
+
+            model = get_peft_model(
+                model,
+                LoraConfig(
+                    r=config.lora_r,
+                    lora_alpha=config.lora_alpha,
+                    lora_dropout=config.lora_dropout,
+                    target_modules=list(config.lora_target_modules),
+                    task_type="CAUSAL_LM",
+                ),
+            )
+        self.model = model
+        self.reference = None
+        if config.beta != 0.0 and not config.use_lora:
+            self.reference = copy.deepcopy(model).eval().requires_grad_(False)
+        self.optimizer = torch.optim.AdamW(
+            [p for p in model.parameters() if p.requires_grad],
+            lr=config.learning_rate,
+            weight_decay=config.weight_decay,
+        )
+        self.sampler = TransformersSampler(model, self.tokenizer)
+        self.env_factory = env_factory or (lambda: make_env(config.env_id))
+        self.envs = [self.env_factory() for _ in range(config.group_size)]
+        self.reward_source = reward_source or build_reward_source(
+            config.reward, config.judge_model, config.judge_weight
+        )
+        task_ids = [task.id for task in self.envs[0].unwrapped.data.tasks]
+        if config.heldout_tasks >= len(task_ids):
+            raise ValueError(
+                f"GRPOConfig.heldout_tasks={config.heldout_tasks} leaves no training task "
+                f"({config.env_id} has {len(task_ids)})"
+            )
+        split = len(task_ids) - config.heldout_tasks
+        self.train_tasks, self.heldout_tasks = task_ids[:split], task_ids[split:]
+        self.limits = RolloutLimits(config.max_new_tokens, config.max_sequence_tokens, config.max_turns)
+        self.output_dir = Path(config.output_dir)
+        self.metrics_path = self.output_dir / "metrics.jsonl"
+        self.step = 0
+        self.version = 0
+        self.dropped_stale = 0
+
+    # ------------------------------------------------------------------ rollouts
+
+    def _task_for(self, index: int) -> str:
+        """Tasks in a seeded order, reshuffled every pass over the training tasks."""
+        n = len(self.train_tasks)
+        order = list(range(n))
+        random.Random(self.config.seed * 7919 + index // n).shuffle(order)
+        return self.train_tasks[order[index % n]]
+
+    def _make_group(self, index: int, version: int, sampler: Any, envs: list[Any]) -> Group:
+        task_id = self._task_for(index)
+        episodes = run_group(
+            envs,
+            [task_id] * len(envs),
+            sampler,
+            self.limits,
+            temperature=self.config.temperature,
+            seed=self.config.seed * 100_003 + index,
+            policy_version=version,
+        )
+        return Group(task_id, episodes, version)
+
+    def evaluate(self, task_ids: list[str] | None = None) -> dict[str, float]:
+        """Greedy success rate (reward >= 1) and mean reward on `task_ids` (default: the held-out tasks)."""
+        tasks = list(task_ids if task_ids is not None else self.heldout_tasks)
+        rewards: list[float] = []
+        for start in range(0, len(tasks), len(self.envs)):
+            chunk = tasks[start : start + len(self.envs)]
+            episodes = run_group(
+                self.envs[: len(chunk)],
+                chunk,
+                self.sampler,
+                self.limits,
+                temperature=0.0,
+                seed=self.config.seed,
+            )
+            rewards.extend(e.env_reward for e in episodes)
+        return {
+            "success_rate": sum(r >= 1.0 for r in rewards) / max(len(rewards), 1),
+            "reward_mean": sum(rewards) / max(len(rewards), 1),
+            "tasks": float(len(rewards)),
+        }
+
+    # ------------------------------------------------------------------ learning
+
+    def _batch(self, items: list[_Item]) -> tuple[torch.Tensor, ...]:
+        width = max(len(i.sample.token_ids) for i in items)
+        pad = self.sampler.pad_token_id
+        ids = torch.full((len(items), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(items), width), dtype=torch.long)
+        mask = torch.zeros((len(items), width), dtype=torch.bool)
+        behaviour = torch.zeros((len(items), width))
+        for row, item in enumerate(items):
+            n = len(item.sample.token_ids)
+            ids[row, :n] = torch.tensor(item.sample.token_ids)
+            attention[row, :n] = 1
+            mask[row, :n] = torch.tensor(item.sample.mask, dtype=torch.bool)
+            behaviour[row, :n] = torch.tensor(item.sample.logprobs)
+        # Position t of the shifted tensors scores token t + 1 given tokens <= t.
+        return ids, attention, mask[:, 1:], behaviour[:, 1:]
+
+    def _logprobs(self, model: Any, ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
+        logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
+        return token_logprobs(logits, ids[:, 1:], self.config.temperature)
+
+    def _reference_logprobs(self, ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            if self.reference is not None:
+                return self._logprobs(self.reference, ids, attention)
+            with self.model.disable_adapter():  # LoRA: the frozen base model is the reference
+                return self._logprobs(self.model, ids, attention)
+
+    def _update(self, groups: list[Group]) -> dict[str, float]:
+        cfg = self.config
+        rewards = torch.tensor([g.rewards for g in groups], dtype=torch.float64)
+        advantages, keep = group_advantages(
+            rewards,
+            scale=cfg.scale_rewards,
+            std_floor=cfg.std_floor,
+            zero_std_tolerance=cfg.zero_std_tolerance,
+        )
+        items = [
+            _Item(sample, float(advantages[g, j]))
+            for g, group in enumerate(groups)
+            if keep[g]
+            for j, episode in enumerate(group.episodes)
+            for sample in episode.samples
+        ]
+        stats: dict[str, float] = {"updated": 0.0, "samples": float(len(items))}
+        if not items:
+            return stats
+        micro = [items[i : i + cfg.micro_batch_size] for i in range(0, len(items), cfg.micro_batch_size)]
+        n_tokens = sum(i.sample.trainable_tokens for i in items)
+        totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "is_weight": 0.0, "grad_norm": 0.0}
+        self.model.train()
+        if cfg.num_iterations > 1:
+            with torch.no_grad():
+                for chunk in micro:
+                    ids, attention, _, _ = self._batch(chunk)
+                    old = self._logprobs(self.model, ids, attention)
+                    for row, item in enumerate(chunk):
+                        item.old_logprobs = old[row]
+        for _ in range(cfg.num_iterations):
+            self.optimizer.zero_grad(set_to_none=True)
+            for chunk in micro:
+                ids, attention, mask, behaviour = self._batch(chunk)
+                logprobs = self._logprobs(self.model, ids, attention)
+                if cfg.num_iterations > 1:
+                    old = torch.stack([i.old_logprobs for i in chunk if i.old_logprobs is not None])[
+                        :, : logprobs.shape[1]
+                    ]
+                else:
+                    old = logprobs.detach()  # one pass: pi_old is the current policy, exactly
+                out = policy_loss(
+                    logprobs,
+                    old,
+                    torch.tensor([i.advantage for i in chunk]),
+                    mask,
+                    loss_type=cfg.loss_type,
+                    epsilon_low=cfg.epsilon_low,
+                    epsilon_high=cfg.epsilon_high,
+                    beta=cfg.beta,
+                    ref_logprobs=self._reference_logprobs(ids, attention) if cfg.beta else None,
+                    behaviour_logprobs=behaviour,
+                    tis_cap=cfg.tis_cap,
+                    max_length=cfg.max_sequence_tokens,
+                    num_sequences=len(items),
+                    num_tokens=n_tokens,
+                )
+                loss = out.loss / len(micro) if cfg.loss_type == "bnpo" else out.loss
+                loss.backward()
+                share = out.tokens / max(n_tokens, 1) / cfg.num_iterations
+                totals["loss"] += loss.item() / cfg.num_iterations
+                totals["kl"] += out.kl * share
+                totals["clip_fraction"] += out.clip_fraction * share
+                totals["is_weight"] += out.is_weight_mean * share
+            params = [p for p in self.model.parameters() if p.requires_grad]
+            norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            totals["grad_norm"] += float(norm) / cfg.num_iterations
+            self.optimizer.step()
+        stats.update(totals, updated=1.0, trainable_tokens=float(n_tokens))
+        return stats
+
+    def _step_metrics(self, groups: list[Group], learn: dict[str, float], rollout_s: float) -> dict[str, Any]:
+        episodes = [e for g in groups for e in g.episodes]
+        rewards = torch.tensor([r for g in groups for r in g.rewards], dtype=torch.float64)
+        group_std = [torch.tensor(g.rewards, dtype=torch.float64).std(unbiased=False).item() for g in groups]
+        calls = sum(e.tool_calls for e in episodes)
+        turns = sum(e.turns for e in episodes)
+        sampled = sum(e.sampled_tokens for e in episodes)
+        return {
+            "step": self.step,
+            "policy_version": self.version,
+            "reward_mean": float(rewards.mean()),
+            "reward_std": float(rewards.std(unbiased=False)),
+            "success_rate": sum(e.env_reward >= 1.0 for e in episodes) / len(episodes),
+            "frac_zero_std_groups": sum(s <= self.config.zero_std_tolerance for s in group_std) / len(groups),
+            "tool_call_frequency": calls / max(turns, 1),
+            "tool_failure_frequency": sum(e.tool_failures for e in episodes) / max(calls, 1),
+            "truncated_fraction": sum(e.truncated for e in episodes) / len(episodes),
+            "prefix_mismatches": sum(e.prefix_mismatches for e in episodes),
+            "max_staleness_seen": max(self.version - g.policy_version for g in groups),
+            "dropped_stale": self.dropped_stale,
+            "rollout_s": rollout_s,
+            "tokens_per_s": sampled / max(rollout_s, 1e-9),
+            **learn,
+        }
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _trainable_state(self) -> dict[str, torch.Tensor]:
+        if self.config.use_lora:
+            from peft import get_peft_model_state_dict
+
+            return dict(get_peft_model_state_dict(self.model))
+        return self.model.state_dict()
+
+    def save_checkpoint(self) -> Path:
+        """Write `checkpoint-<step>/` atomically (a temp dir renamed into place) and prune old ones."""
+        final = self.output_dir / f"{CHECKPOINT_PREFIX}{self.step:06d}"
+        tmp = self.output_dir / f".tmp-{final.name}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        torch.save(self._trainable_state(), tmp / "model.pt")
+        torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+        state = {"step": self.step, "version": self.version, "config": self.config.to_dict()}
+        (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        for old in sorted(self.output_dir.glob(f"{CHECKPOINT_PREFIX}*"))[:-KEEP_CHECKPOINTS]:
+            shutil.rmtree(old)
+        return final
+
+    def load_checkpoint(self, where: str) -> Path:
+        """Restore weights, optimizer, step and version from `where` ('latest' or a checkpoint dir)."""
+        if where == "latest":
+            found = sorted(self.output_dir.glob(f"{CHECKPOINT_PREFIX}*"))
+            if not found:
+                raise FileNotFoundError(f"resume_from='latest': no {CHECKPOINT_PREFIX}* in {self.output_dir}")
+            path = found[-1]
+        else:
+            path = Path(where)
+        state = json.loads((path / "trainer_state.json").read_text())
+        weights = torch.load(path / "model.pt", weights_only=True)
+        if self.config.use_lora:
+            from peft import set_peft_model_state_dict
+
+            set_peft_model_state_dict(self.model, weights)
+        else:
+            self.model.load_state_dict(weights)
+        self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+        self.step, self.version = int(state["step"]), int(state["version"])
+        if self.metrics_path.exists():  # rows written after this checkpoint belong to the abandoned run
+            rows = [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line.strip()]
+            kept = [row for row in rows if row.get("step", 0) < self.step]
+            self.metrics_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        return path
+
+    # ------------------------------------------------------------------ the loop
+
+    def train(self, max_seconds: float | None = None) -> list[dict[str, Any]]:
+        """Run until `config.max_steps` (or the first step end past `max_seconds`); returns this run's
+        metric rows (also in metrics.jsonl). A checkpoint is saved at the last step either way."""
+        cfg = self.config
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        if cfg.resume_from:
+            self.load_checkpoint(cfg.resume_from)
+        worker = self._start_worker() if cfg.async_rollouts else None
+        buffer = worker.buffer if worker is not None else None
+        rows: list[dict[str, Any]] = []
+        deadline = None if max_seconds is None else time.perf_counter() + max_seconds
+        columns = (
+            TextColumn("[bold]GRPO"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+        )
+        try:
+            with Progress(*columns, console=self.console, transient=False) as progress:
+                bar = progress.add_task("", total=cfg.max_steps, completed=self.step)
+                while self.step < cfg.max_steps:
+                    started = time.perf_counter()
+                    groups = []
+                    for k in range(cfg.tasks_per_step):
+                        if buffer is not None:
+                            groups.append(buffer.get(self.version))
+                            self.dropped_stale = buffer.dropped
+                        else:
+                            index = self.step * cfg.tasks_per_step + k
+                            groups.append(self._make_group(index, self.version, self.sampler, self.envs))
+                    for group in groups:
+                        group.rewards = self.reward_source.score(group.episodes)
+                    rollout_s = time.perf_counter() - started
+                    learn = self._update(groups)
+                    row = self._step_metrics(groups, learn, rollout_s)
+                    self.step += 1
+                    if learn["updated"]:
+                        self.version += 1
+                        if worker is not None:
+                            worker.publish(
+                                {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+                                self.version,
+                            )
+                    row["step_s"] = time.perf_counter() - started
+                    if cfg.eval_every and self.step % cfg.eval_every == 0:
+                        row.update({f"eval_{k}": v for k, v in self.evaluate().items()})
+                    with self.metrics_path.open("a", encoding="utf-8") as handle:
+                        handle.write(json.dumps(row) + "\n")
+                    rows.append(row)
+                    out_of_time = deadline is not None and time.perf_counter() >= deadline
+                    periodic = cfg.save_every and self.step % cfg.save_every == 0
+                    if periodic or self.step == cfg.max_steps or out_of_time:
+                        self.save_checkpoint()
+                    progress.update(
+                        bar,
+                        completed=self.step,
+                        description=(
+                            f"reward {row['reward_mean']:.3f}  loss {row.get('loss', 0.0):+.4f}  {row['step_s']:.1f}s/step"
+                        ),
+                    )
+        finally:
+            if worker is not None:
+                worker.stop()
+        plot_reward_curve(self.metrics_path, self.output_dir / "reward_curve.png")
+        return rows
+
+    def _start_worker(self) -> RolloutWorker:
+        """A rollout thread with its own copy of the policy and its own envs."""
+        model = copy.deepcopy(self.model).eval()
+        sampler = TransformersSampler(model, self.tokenizer)
+        envs = [self.env_factory() for _ in range(self.config.group_size)]
+        offset = self.step * self.config.tasks_per_step
+        worker = RolloutWorker(
+            GroupBuffer(self.config.buffer_size, self.config.max_staleness),
+            lambda index, version: self._make_group(offset + index, version, sampler, envs),
+            model.load_state_dict,
+        )
+        worker.version = self.version
+        worker.start()
+        return worker
