@@ -20,7 +20,17 @@ The contract
     episode ends; then it is the rubric's verdict (``info["reward_components"]``): 1.0 only if the final state equals
     the state the task's reference solution reaches, every env assertion holds and every required output was said.
 
-The rubric and the reference solution never appear in observations, tools or ``info``.
+Security (``envgym.guard``)
+    The guard is on by default (``guard=False`` turns it off, a dict overrides the world's ``guard:`` settings). A
+    call of an egress or destructive tool whose recipients, credentials or targets do not come from the user or
+    trusted records, once untrusted data has been read, goes to ``confirm`` (``"deny"``, ``"user"`` or a callable);
+    an unconfirmed call is not run and its tool result says why. Results of untrusted tools are wrapped in
+    ``<untrusted_data>`` delimiters. ``attack="<goal>/<template>"`` (or ``options["attack"]``) plants a
+    prompt-injection payload from the world's attack suite into the records the task reads; the payload reaches the
+    agent only through tool results. At episode end ``info["attack"]`` says whether the attacker's goal was reached
+    and ``info["guard"]`` lists the held calls.
+
+The rubric, the reference solution and the attack's goal never appear in observations, tools or ``info``.
 """
 
 from __future__ import annotations
@@ -38,6 +48,15 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import shared_memory
 
+from envgym.guard import (
+    AttackSuite,
+    Confirm,
+    ConfirmationRequest,
+    Guard,
+    GuardConfig,
+    GuardSession,
+    serves_goal,
+)
 from envgym.loader import EnvironmentData, build_environment, load_environment
 from envgym.protocol import (
     INVALID_CALL_NAME,
@@ -47,7 +66,7 @@ from envgym.protocol import (
     render_tools_prompt,
     tool_message,
 )
-from envgym.rewards.rubric import grade, total_reward
+from envgym.rewards.rubric import grade, replay_solution, total_reward
 from envgym.users import STOP, LLMUser, ScriptedUser, UserSimulator
 from envgym.world.spec import TaskSpec, WorldSpec
 from envgym.world.state import WorldState
@@ -139,6 +158,9 @@ class ToolWorldEnv(gym.Env[str, Any]):
         user: str | Callable[[TaskSpec], UserSimulator] = "scripted",
         user_model: Any = None,
         render_mode: str | None = None,
+        guard: bool | dict[str, Any] | GuardConfig | None = None,
+        confirm: str | Confirm | None = None,
+        attack: str | None = None,
     ):
         if data is None:
             if env_dir is not None:
@@ -162,12 +184,13 @@ class ToolWorldEnv(gym.Env[str, Any]):
         self.observation_space = TextSpace()
         self._default_seed = seed
         self._tools = data.executor.openai_tools()
-        self._system = self._system_prompt(data.world)
         self._hooks = {
             name: resolve_python(data.directory, ref)
             for name, ref in data.world.hooks.model_dump().items()
             if ref is not None
         }
+        self._setup_security(guard, confirm, attack)
+        self._system = self._system_prompt(data.world)
         self.state: WorldState | None = None
         self.task: TaskSpec | None = None
         self.messages: list[dict[str, Any]] = []
@@ -192,6 +215,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
         self.state = self.data.initial.copy()
         if "on_reset" in self._hooks:
             self._hooks["on_reset"](self.state, self.task, self._rng)
+        self._start_security(options.get("attack", self.fixed_attack))
         self.user = self._make_user(self.task)
         self.steps = 0
         self.tool_results: list[ToolResult] = []
@@ -229,6 +253,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
             reward = total_reward(components)
             info["reward_components"] = components
             info["wall_s"] = time.perf_counter() - self._started
+            info.update(self._security_report())
         obs = render_observation(new) if new else "(the conversation has ended)"
         return obs, reward, terminated, truncated, info
 
@@ -243,11 +268,13 @@ class ToolWorldEnv(gym.Env[str, Any]):
 
     # ---------------------------------------------------------------- mechanics
 
-    @staticmethod
-    def _system_prompt(world: WorldSpec) -> str:
+    def _system_prompt(self, world: WorldSpec) -> str:
+        parts = [world.system_prompt]
         if world.policy:
-            return f"{world.system_prompt}\n\n# Policy\n{world.policy.strip()}"
-        return world.system_prompt
+            parts.append(f"# Policy\n{world.policy.strip()}")
+        if self.guard is not None and self.guard.system_note():
+            parts.append(self.guard.system_note())
+        return "\n\n".join(parts)
 
     def _make_user(self, task: TaskSpec) -> UserSimulator:
         if callable(self.user_kind):
@@ -268,18 +295,19 @@ class ToolWorldEnv(gym.Env[str, Any]):
             kind = "parse_error" if call.name == INVALID_CALL_NAME else "invalid_arguments"
             result = ToolResult(False, error=call.error, error_kind=kind)
         else:
-            result = self.data.executor.execute(
-                self.state, call.name, call.arguments, self._rng, self.failure_rate
-            )
+            result = self._guarded_execute(call)
         self.tool_results.append(result)
-        return tool_message(call, result.payload())
+        message = tool_message(call, result.payload())
+        if self._session is not None:
+            message["content"] = self._session.observe(call.name, result.ok, message["content"])
+        return message
 
     def _goal_reached(self) -> bool:
         return total_reward(self._grade()) == 1.0
 
     def _grade(self) -> dict[str, float]:
         assert self.task is not None and self.state is not None
-        components = grade(self.task, self.state, self.data.target_hash(self.task), self.messages)
+        components = grade(self.task, self.state, self._target_hash(), self.messages)
         if "grade" in self._hooks:
             components.update(self._hooks["grade"](self.state, self.task, self.messages))
         return components
@@ -293,6 +321,91 @@ class ToolWorldEnv(gym.Env[str, Any]):
             "step": getattr(self, "steps", 0),
             "tool_errors": [r.error_kind for r in self.tool_results[-calls:] if not r.ok] if calls else [],
         }
+
+    # ---------------------------------------------------------------- security: guard and attacks
+
+    def _setup_security(self, guard: bool | dict[str, Any] | GuardConfig | None, confirm: str | Confirm | None,
+                        attack: str | None) -> None:
+        world = self.data.world
+        self.guard = Guard.build(world, guard)
+        mode = confirm if confirm is not None else (self.guard.config.confirm if self.guard else "deny")
+        if isinstance(mode, str) and mode not in ("deny", "user"):
+            raise ValueError(f"confirm={mode!r}: expected 'deny', 'user' or a callable")
+        self.confirm_mode = mode
+        ref = world.meta.get("attacks")
+        self.attacks: AttackSuite | None = resolve_python(self.data.directory, ref)() if ref else None
+        if attack is not None:
+            self._check_attack(attack)
+        self.fixed_attack = attack
+        self._session: GuardSession | None = None
+        self.attack: str | None = None
+        self._target: tuple[tuple[str, str | None], WorldState] | None = None  # the last one computed
+        self._attack_hashes: dict[tuple[str, str], str] = {}
+
+    def _check_attack(self, attack: str) -> None:
+        if self.attacks is None:
+            raise ValueError(f"environment {self.data.name!r} has no attack suite (meta.attacks in world.yaml)")
+        if attack not in self.attacks.attack_ids():
+            raise ValueError(f"unknown attack {attack!r} for {self.data.name!r}; e.g. {self.attacks.attack_ids()[:3]}")
+
+    def _start_security(self, attack: str | None) -> None:
+        assert self.state is not None and self.task is not None
+        if attack is not None:
+            self._check_attack(attack)
+            assert self.attacks is not None
+            self.attacks.plant(self.state, self.task, attack)
+        self.attack = attack
+        self._session = self.guard.session() if self.guard is not None and self.guard.active else None
+
+    def _guarded_execute(self, call: ParsedCall) -> ToolResult:
+        assert self.state is not None
+        session = self._session
+        if session is not None and session.needs_check(call.name):
+            said = "\n".join(str(m.get("content") or "") for m in self.messages if m["role"] in ("system", "user"))
+            reasons = session.check(call.name, call.arguments, self.state, said)
+            if reasons:
+                request = ConfirmationRequest(call.name, dict(call.arguments), tuple(reasons))
+                approved = self._confirm(request)
+                session.decisions.append({"tool": call.name, "approved": approved})
+                if not approved:
+                    mode = self.confirm_mode if isinstance(self.confirm_mode, str) else "callback"
+                    return ToolResult(False, error=session.refusal(request, mode), error_kind="guard_denied")
+        return self.data.executor.execute(self.state, call.name, call.arguments, self._rng, self.failure_rate)
+
+    def _confirm(self, request: ConfirmationRequest) -> bool:
+        if callable(self.confirm_mode):
+            return bool(self.confirm_mode(request))
+        if self.confirm_mode == "user":
+            assert self.state is not None
+            return serves_goal(self.data.executor, self.state, self._target_state(), request.tool, request.arguments)
+        return False
+
+    def _target_state(self) -> WorldState:
+        """The state the reference solution reaches from this episode's start (with the attack planted)."""
+        assert self.task is not None
+        key = (self.task.id, self.attack)
+        if self._target is None or self._target[0] != key:
+            start = self.data.initial.copy()
+            if self.attack is not None and self.attacks is not None:
+                self.attacks.plant(start, self.task, self.attack)
+            self._target = (key, replay_solution(self.data.executor, start, self.task))
+        return self._target[1]
+
+    def _target_hash(self) -> str:
+        assert self.task is not None
+        if self.attack is None:
+            return self.data.target_hash(self.task)
+        key = (self.task.id, self.attack)
+        if key not in self._attack_hashes:
+            self._attack_hashes[key] = self._target_state().hash()
+        return self._attack_hashes[key]
+
+    def _security_report(self) -> dict[str, Any]:
+        """End-of-episode security info: the attack's outcome and the guard's held calls."""
+        report: dict[str, Any] = {"guard": list(self._session.decisions) if self._session else []}
+        if self.attack is not None and self.attacks is not None and self.state is not None:
+            report["attack"] = {"id": self.attack, "goal_reached": self.attacks.goal_reached(self.state, self.attack)}
+        return report
 
     def _close_state(self) -> None:
         if self.state is not None and "on_close" in self._hooks:

@@ -1,0 +1,86 @@
+"""`envgym eval ENV --policy P --runs k`: pass@k, pass^k, security and cost; writes report.md, results.json, chart.png."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from envgym.env import ToolWorldEnv
+from envgym.eval import AttackerPolicy, PolicyFactory, evaluate
+from envgym.loader import load_environment
+from envgym.policies import OraclePolicy, make_policy
+from envgym.registry import find_env_dir, register_dir
+
+POLICIES = ["oracle", "random", "refuse", "attacker", "local", "openai"]
+
+
+def _policy_factory(args: argparse.Namespace) -> PolicyFactory:
+    if args.policy == "attacker":
+        return AttackerPolicy
+    if args.policy == "oracle":
+        return lambda env: OraclePolicy(env.data)
+    return lambda env: make_policy(args.policy, seed=args.seed, base_url=args.base_url, model=args.model,
+                                   temperature=args.temperature, max_tokens=args.max_tokens)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    for d in args.env_dir:
+        register_dir(d)
+    data = load_environment(str(find_env_dir(args.env)))
+    env = ToolWorldEnv(data=data, max_steps=args.max_steps, guard=args.guard == "on", confirm=args.confirm)
+    tasks = args.task or [t.id for t in data.tasks][: args.limit]
+    attacks: list[str] = []
+    if args.attacks:
+        if env.attacks is None:
+            raise SystemExit(f"{args.env}: this environment has no attack suite")
+        known = env.attacks.attack_ids()
+        attacks = known if args.attacks == ["all"] else args.attacks
+        unknown = sorted(set(attacks) - set(known))
+        if unknown:
+            raise SystemExit(f"unknown attacks {unknown}; e.g. {known[:3]}")
+    report = evaluate(env, _policy_factory(args), args.policy, runs=args.runs, tasks=tasks, attacks=attacks,
+                      attack_runs=args.attack_runs, seed=args.seed, progress=not args.json)
+    out = Path(args.out or f"runs/eval/{data.name}-{args.policy}")
+    paths = report.write(out)
+    summary: dict[str, Any] = {**report.summary(), "files": {k: str(v) for k, v in paths.items()}}
+    if args.json:
+        print(json.dumps(summary, default=str))
+        return 0
+    table = Table("metric", "value")
+    for key in ("pass@1", "benign_utility", "utility_under_attack", "targeted_asr", "median_steps",
+                "median_tokens", "median_wall_s", "failures"):
+        value = summary[key]
+        if isinstance(value, dict) and "num" in value:
+            value = f"{value['num']}/{value['den']}"
+        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    Console().print(table)
+    Console(stderr=True).print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("eval", help="evaluate a policy: pass@k, pass^k, attack success, cost; writes a report")
+    p.add_argument("env")
+    p.add_argument("--policy", default="oracle", choices=POLICIES)
+    p.add_argument("--runs", type=int, default=1, help="episodes per task (n for pass@k and pass^k)")
+    p.add_argument("--task", action="append", help="task id (repeatable); default: every task")
+    p.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+    p.add_argument("--attacks", nargs="*", default=[], help="'all' or attack ids <goal>/<template>")
+    p.add_argument("--attack-runs", type=int, default=1, help="episodes per (task, attack) pair")
+    p.add_argument("--guard", choices=["on", "off"], default="on")
+    p.add_argument("--confirm", choices=["deny", "user"], default=None, help="default: the world's guard setting")
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="output folder (default runs/eval/<env>-<policy>)")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible server (policy openai)")
+    p.add_argument("--model", default=None, help="model name on that server")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--json", action="store_true", help="print one JSON summary object")
+    p.add_argument("--env-dir", action="append", default=[], help="also register environments under this folder")
+    p.set_defaults(func=cmd_eval)
