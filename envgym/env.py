@@ -20,6 +20,12 @@ The contract
     episode ends; then it is the rubric's verdict (``info["reward_components"]``): 1.0 only if the final state equals
     the state the task's reference solution reaches, every env assertion holds and every required output was said.
 
+Per-tool-call rewards (``envgym.rewards.toolcalls``, on unless ``tool_rewards=False``)
+    Each step's ``info["tool_calls"]`` labels its calls (valid, error kind, redundant repeat). At the end
+    ``info["tool_call_rewards"]`` labels every call (valid, needed: its result was used or it moved the state toward
+    the target, redundant, error) with a shaping value, summed in ``info["tool_call_shaping"]``; the episode reward
+    adds ``tool_reward_weight`` times that sum (0 by default, so the reward stays the rubric's verdict).
+
 Security (``envgym.guard``)
     The guard is on by default (``guard=False`` turns it off, a dict overrides the world's ``guard:`` settings). A
     call of an egress or destructive tool whose recipients, credentials or targets do not come from the user or
@@ -67,6 +73,13 @@ from envgym.protocol import (
     tool_message,
 )
 from envgym.rewards.rubric import grade, replay_solution, total_reward
+from envgym.rewards.toolcalls import (
+    ToolCallRecord,
+    ToolCallWeights,
+    score_tool_calls,
+    shaping_reward,
+    state_distance,
+)
 from envgym.users import STOP, LLMUser, ScriptedUser, UserSimulator
 from envgym.world.spec import TaskSpec, WorldSpec
 from envgym.world.state import WorldState
@@ -161,6 +174,8 @@ class ToolWorldEnv(gym.Env[str, Any]):
         guard: bool | dict[str, Any] | GuardConfig | None = None,
         confirm: str | Confirm | None = None,
         attack: str | None = None,
+        tool_rewards: bool = True,
+        tool_reward_weight: float = 0.0,
     ):
         if data is None:
             if env_dir is not None:
@@ -190,6 +205,10 @@ class ToolWorldEnv(gym.Env[str, Any]):
             if ref is not None
         }
         self._setup_security(guard, confirm, attack)
+        self.tool_rewards = tool_rewards
+        self.tool_reward_weight = tool_reward_weight
+        self.tool_reward_weights = ToolCallWeights()
+        self._write_tools = {t.name for t in data.world.tools if not t.read_only}
         self._system = self._system_prompt(data.world)
         self.state: WorldState | None = None
         self.task: TaskSpec | None = None
@@ -219,6 +238,9 @@ class ToolWorldEnv(gym.Env[str, Any]):
         self.user = self._make_user(self.task)
         self.steps = 0
         self.tool_results: list[ToolResult] = []
+        self.tool_records: list[tuple[Any, ...]] = []
+        self._seen_calls: set[tuple[str, str]] = set()  # calls made since the state last changed
+        self._distance: int | None = None  # records differing from the target, known after the first write
         self._done = False
         self._started = time.perf_counter()
         self.messages = [
@@ -232,6 +254,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
         if self._done or self.task is None or self.state is None:
             return "The episode is over; call reset() to start a new one.", 0.0, True, False, self._info()
         self.steps += 1
+        self.step_calls: list[dict[str, Any]] = []
         message, calls = parse_action(action, id_prefix=f"call_{self.steps}_")
         self.messages.append(message)
         terminated = False
@@ -247,10 +270,18 @@ class ToolWorldEnv(gym.Env[str, Any]):
         truncated = not terminated and self.steps >= limit
         reward = 0.0
         info = self._info(calls=len(calls))
+        if self.tool_rewards:
+            info["tool_calls"] = self.step_calls
         if terminated or truncated:
             self._done = True
             components = self._grade()
             reward = total_reward(components)
+            if self.tool_rewards:
+                records = [ToolCallRecord(*r) for r in self.tool_records]
+                scored = score_tool_calls(records, self.messages, self.tool_reward_weights)
+                info["tool_call_rewards"] = [r.as_info() for r in scored]
+                info["tool_call_shaping"] = shaping_reward(scored)
+                reward += self.tool_reward_weight * info["tool_call_shaping"]
             info["reward_components"] = components
             info["wall_s"] = time.perf_counter() - self._started
             info.update(self._security_report())
@@ -291,6 +322,11 @@ class ToolWorldEnv(gym.Env[str, Any]):
 
     def _run_call(self, call: ParsedCall) -> dict[str, Any]:
         assert self.state is not None
+        before_hash = None
+        if self.tool_rewards and call.name in self._write_tools:
+            before_hash = self.state.hash()
+            if self._distance is None:
+                self._distance = state_distance(self.state, self._target_state())
         if call.error is not None:
             kind = "parse_error" if call.name == INVALID_CALL_NAME else "invalid_arguments"
             result = ToolResult(False, error=call.error, error_kind=kind)
@@ -298,9 +334,29 @@ class ToolWorldEnv(gym.Env[str, Any]):
             result = self._guarded_execute(call)
         self.tool_results.append(result)
         message = tool_message(call, result.payload())
+        if self.tool_rewards:
+            self._record_call(call, result, message["content"], before_hash)
         if self._session is not None:
             message["content"] = self._session.observe(call.name, result.ok, message["content"])
         return message
+
+    def _record_call(self, call: ParsedCall, result: ToolResult, content: str, before_hash: str | None) -> None:
+        """Keep what per-tool-call rewards need; the state is compared with the target only around writes."""
+        assert self.state is not None
+        before = self._distance
+        changed = before_hash is not None and self.state.hash() != before_hash
+        if changed:
+            self._distance = state_distance(self.state, self._target_state())
+            self._seen_calls.clear()
+        key = (call.name, call.raw_arguments)
+        # Plain tuples on the hot path; ToolCallRecords are built once, at the end of the episode.
+        self.tool_records.append((
+            self.steps, call.name, call.arguments if isinstance(call.arguments, dict) else {}, result.ok,
+            result.error, content, changed, before if before_hash else None, self._distance if before_hash else None,
+        ))
+        self.step_calls.append({"name": call.name, "valid": result.ok, "error": result.error_kind,
+                                "redundant": key in self._seen_calls})
+        self._seen_calls.add(key)
 
     def _goal_reached(self) -> bool:
         return total_reward(self._grade()) == 1.0

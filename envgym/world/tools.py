@@ -95,21 +95,25 @@ def _project(record: Record, returns: str | list[str] | None) -> Any:
     return {f: record.get(f) for f in returns}
 
 
+def _not_found(effect: Effect, args: dict[str, Any], match: dict[str, Any]) -> str:
+    if effect.not_found_error:
+        return effect.not_found_error.format(**args)
+    return f"no {effect.entity} with " + ", ".join(f"{f}={v!r}" for f, v in match.items())
+
+
 def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any]) -> ToolResult:
     table = state.table(effect.entity)
     op = effect.op
     if op in ("get", "update", "delete"):
         if effect.key_arg is not None:
             key = args.get(effect.key_arg)
-            record = table.get(str(key))
-            what = f"{effect.entity} with {effect.key_arg}={key!r}"
+            record = table.get(key if type(key) is str else str(key))
+            match = {effect.key_arg: key}
         else:
             match = {f: _arg(v, args) for f, v in effect.match.items()}
             record = next((r for r in table.values() if all(r.get(f) == v for f, v in match.items())), None)
-            what = f"{effect.entity} with " + ", ".join(f"{f}={v!r}" for f, v in match.items())
         if record is None:
-            message = effect.not_found_error.format(**args) if effect.not_found_error else f"no {what}"
-            return ToolResult(False, error=message, error_kind="not_found")
+            return ToolResult(False, error=_not_found(effect, args, match), error_kind="not_found")
         for pre in effect.preconditions:
             if not compare(record.get(pre.field), pre.op, _arg(pre.value, args)):
                 return ToolResult(
