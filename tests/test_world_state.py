@@ -48,3 +48,13 @@ def test_refs_point_at_existing_keys() -> None:
     })
     state = generate_state(world)
     assert {o["user"] for o in state.table("orders").values()} <= set(state.table("users"))
+
+
+def test_unique_fields_may_hold_lists() -> None:
+    world = WorldSpec.model_validate({
+        "name": "tags", "tools": [{"name": "noop", "description": "d", "python": "m:f"}],
+        "entities": {"posts": {"key": "id", "count": 3, "fields": {
+            "id": {}, "tags": {"type": "list", "choices": [["a"], ["b"], ["a", "b"]], "unique": True}}}},
+    })
+    tags = [p["tags"] for p in generate_state(world).table("posts").values()]
+    assert sorted(map(tuple, tags)) == [("a",), ("a", "b"), ("b",)]

@@ -153,6 +153,11 @@ def _generate_value(
     return fake.word()
 
 
+def _identity(value: Any) -> str:
+    """A hashable stand-in for any JSON value, for uniqueness checks (lists and dicts included)."""
+    return json.dumps(value, sort_keys=True, default=str)
+
+
 def generate_state(world: WorldSpec, seed: int | None = None) -> WorldState:
     """Build the initial records of a world from its seed (or `seed`): same seed, same records, same hash."""
     from faker import Faker  # imported here: it is slow to import and only world generation needs it
@@ -165,7 +170,7 @@ def generate_state(world: WorldSpec, seed: int | None = None) -> WorldState:
         fake = Faker(world.locale)
         fake.seed_instance(f"{seed}:{name}")
         table: dict[str, Record] = {}
-        seen: dict[str, set[Any]] = {f: set() for f, s in entity.fields.items() if s.unique}
+        seen: dict[str, set[str]] = {f: set() for f, s in entity.fields.items() if s.unique}
         for index in range(entity.count):
             record: Record = {}
             for fname, fspec in entity.fields.items():
@@ -175,10 +180,10 @@ def generate_state(world: WorldSpec, seed: int | None = None) -> WorldState:
                 value = _generate_value(fspec, record, index, rng, fake, tables)
                 if fname in seen:
                     for _ in range(100):
-                        if value not in seen[fname]:
+                        if _identity(value) not in seen[fname]:
                             break
                         value = _generate_value(fspec, record, index, rng, fake, tables)
-                    seen[fname].add(value)
+                    seen[fname].add(_identity(value))
                 record[fname] = value
             table[str(record[entity.key])] = record
         tables[name] = table
