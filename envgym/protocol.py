@@ -15,6 +15,8 @@ OPEN, CLOSE = "<tool_call>", "</tool_call>"
 INVALID_CALL_NAME = "invalid_tool_call"
 # One encoder for all tool results: json.dumps builds a new encoder on every call with non-default options.
 _RESULT_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+_ARGS_ENCODER = json.JSONEncoder()
+_decode = json.JSONDecoder().decode
 
 
 @dataclass(slots=True)
@@ -46,7 +48,7 @@ def _call_from_obj(obj: Any, call_id: str, raw: str) -> ParsedCall:
                 call_id, name, None, raw_args, f"arguments of {name} are not valid JSON: {exc.msg}"
             )
     else:
-        raw_args = json.dumps(args)
+        raw_args = _ARGS_ENCODER.encode(args)
     if args is None:
         args = {}
     if not isinstance(args, dict):
@@ -81,7 +83,7 @@ def _parse_bodies(bodies: list[str], id_prefix: str) -> list[ParsedCall]:
     calls: list[ParsedCall] = []
     for body in bodies:
         try:
-            obj = json.loads(body)
+            obj = _decode(body)
         except json.JSONDecodeError as exc:
             calls.append(
                 ParsedCall(
