@@ -394,6 +394,8 @@ class GRPOTrainer:
                             f"reward {row['reward_mean']:.3f}  loss {row.get('loss', 0.0):+.4f}  {row['step_s']:.1f}s/step"
                         ),
                     )
+                    if out_of_time:
+                        break
         finally:
             if worker is not None:
                 worker.stop()
