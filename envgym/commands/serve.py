@@ -40,8 +40,6 @@ def run(args: argparse.Namespace) -> int:
         server = make_http_server(service, token=args.token, host=args.host, port=args.port)
         port = server.server_address[1]  # type: ignore[index]
         print(f"envgym serve: {env_id} on http://{args.host}:{port}", file=sys.stderr, flush=True)
-        try:
-            serve_until_stopped(service, server)
-        except KeyboardInterrupt:
-            service.shutdown()
+        reason = serve_until_stopped(service, server)
+        print(f"envgym serve: stopped ({reason})", file=sys.stderr, flush=True)
     return 0

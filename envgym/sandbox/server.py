@@ -14,6 +14,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import socket
 import socketserver
 import sys
@@ -350,21 +351,53 @@ def make_http_server(
     return _TCPHTTPServer((host, port), handler)
 
 
+@contextlib.contextmanager
+def stop_on_signals(service: SandboxService) -> Iterator[list[str]]:
+    """SIGINT and SIGTERM stop `service`, whatever dispositions this process inherited.
+
+    A process started from a non-interactive shell's background job (CI runners, `nohup`, `&`) inherits SIGINT as
+    *ignored*, and Python then installs no KeyboardInterrupt handler: relying on the default made `envgym serve`
+    deaf to SIGINT under CI. Handlers are installed explicitly (main thread only) and restored on exit; the yielded
+    list receives the name of the signal that stopped the service.
+    """
+    received: list[str] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def handle(signum: int, _frame: object) -> None:
+        received.append(signal.Signals(signum).name)
+        service.stopped.set()
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def serve_until_stopped(
     service: SandboxService, server: socketserver.BaseServer, poll_s: float = 0.25
 ) -> str:
-    """Serve until the service is stopped, its ttl passes or it idles out; returns the reason."""
+    """Serve until the service is stopped (also by SIGINT/SIGTERM), its ttl passes or it idles out.
+
+    Returns the reason it stopped.
+    """
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": poll_s}, daemon=True)
     thread.start()
     reason = "shutdown"
-    while not service.stopped.wait(poll_s):
-        expired = service.expired()
-        if expired is not None:
-            reason = expired
-            break
-        if service.env_host is not None:
-            service.env_host.reap_idle()
-        service.processes.reap_orphans()
+    with stop_on_signals(service) as received:
+        while not service.stopped.wait(poll_s):
+            expired = service.expired()
+            if expired is not None:
+                reason = expired
+                break
+            if service.env_host is not None:
+                service.env_host.reap_idle()
+            service.processes.reap_orphans()
+    if received:
+        reason = received[0]
     service.shutdown()
     server.shutdown()
     server.server_close()

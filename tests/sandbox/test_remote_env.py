@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +22,15 @@ from envgym.remote import RemoteEnv, RemoteEnvError
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def start_server(*extra: str) -> tuple[subprocess.Popen[str], str]:
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def start_server(*extra: str, sigint_ignored: bool = False) -> tuple[subprocess.Popen[str], str]:
+    """Start `envgym serve calculator`; its stderr is drained by a thread so a full pipe never blocks it.
+
+    `sigint_ignored` starts it the way a CI runner's background job does: with SIGINT inherited as ignored.
+    """
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
@@ -31,11 +40,13 @@ def start_server(*extra: str) -> tuple[subprocess.Popen[str], str]:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=_ignore_sigint if sigint_ignored else None,
     )
     assert proc.stderr is not None
     line = proc.stderr.readline()
     match = re.search(r"on (http://\S+)", line)
     assert match, f"envgym serve did not report its address: {line!r}"
+    threading.Thread(target=proc.stderr.read, daemon=True).start()
     return proc, match.group(1)
 
 
@@ -94,6 +105,18 @@ def test_idle_sessions_are_reaped() -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(10)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_serve_stops_promptly_on_a_signal_even_when_its_parent_ignored_sigint(sig: signal.Signals) -> None:
+    proc, address = start_server(sigint_ignored=True)
+    env = RemoteEnv(address)
+    env.reset(seed=0)
+    proc.send_signal(sig)
+    try:
+        assert proc.wait(5) == 0
+    finally:
+        proc.kill()
 
 
 def test_a_server_killed_mid_episode_raises_a_clear_error_within_the_timeout() -> None:
