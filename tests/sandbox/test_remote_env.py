@@ -124,7 +124,7 @@ def test_clients_choose_options_from_the_allow_list_only(served: Served) -> None
     env.reset(seed=0)
     assert env.step("one")[3] is True  # truncated after max_steps=1
     env.close()
-    with pytest.raises(RemoteEnvError, match="InvalidRequestError.*env_dir.*not an option"):
+    with pytest.raises(RemoteEnvError, match=r"InvalidRequestError.*env_dir.*not an option"):
         RemoteEnv(served.url, token_file=served.token_file, env_dir="/tmp")
 
 
