@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 
 from envgym.sandbox.client import SandboxClient, raise_for_error
@@ -95,7 +96,19 @@ def test_clients_cannot_pass_loader_arguments_to_gym_make(server: tuple[str, Pat
     assert made.json()["env_id"] == "envgym/calculator-v0"
 
 
+class SlowToMake(gym.Env[int, int]):
+    """An environment whose construction takes a while, as a large world's does: creates overlap."""
+
+    action_space = gym.spaces.Discrete(2)
+    observation_space = gym.spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        time.sleep(0.2)
+
+
 def test_max_sessions_holds_under_simultaneous_creates(server: tuple[str, Path]) -> None:
+    if "tests/SlowToMake-v0" not in gym.registry:
+        gym.register("tests/SlowToMake-v0", entry_point=SlowToMake)
     client = SandboxClient(base_url=server[0], token=TOKEN, retries=0, timeout_s=120)
     start_line = threading.Barrier(60)
     outcomes: list[str] = []
@@ -103,7 +116,7 @@ def test_max_sessions_holds_under_simultaneous_creates(server: tuple[str, Path])
     def create() -> None:
         start_line.wait(30)
         try:
-            client.request("POST", "/v1/env/sessions", json_body={"env_id": "envgym/calculator-v0"})
+            client.request("POST", "/v1/env/sessions", json_body={"env_id": "tests/SlowToMake-v0"})
             outcomes.append("made")
         except EnvHostError as exc:
             assert "too many sessions" in str(exc)
