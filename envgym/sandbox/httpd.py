@@ -35,6 +35,7 @@ from envgym.sandbox.threads import DaemonThreadPool
 from envgym.sandbox.wire import ErrorBody
 
 SERVER_NAME = "envgym-sandbox/1"
+_SHUTDOWN_GRACE_S = 1.0
 # Headers that may appear once only: two differing copies are how request smuggling starts.
 _SINGLE = frozenset({"content-length", "transfer-encoding", "authorization", "host", "x-request-id"})
 
@@ -213,6 +214,10 @@ class HttpServer:
                 self._stop.set()
         await self._stop.wait()
         server.close()
+        # Requests in flight (the /v1/shutdown that stopped us, a step) get a moment to send their answers.
+        deadline = time.monotonic() + _SHUTDOWN_GRACE_S
+        while any(not c.waiting for c in self._connections.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
         for conn in list(self._connections.values()):
             conn.writer.transport.abort()
         self._connections.clear()
