@@ -54,7 +54,7 @@ def address(tmp_path: Path) -> Iterator[Address]:
     thread.join(10)
 
 
-def read_until_closed(sock: socket.socket, within_s: float = 5.0) -> bytes:
+def read_until_closed(sock: socket.socket, within_s: float = 10.0) -> bytes:
     """Everything the server sends until it closes; fails if it keeps the connection open past `within_s`."""
     sock.settimeout(within_s)
     data = b""
@@ -140,7 +140,7 @@ def test_a_slowloris_head_is_cut_off_at_the_header_timeout(address: Address) -> 
     sock.sendall(b"GET /v1/health HTTP/1.1\r\nX-Slow: ")
     started = time.monotonic()
     closed = False
-    for _ in range(40):  # one byte every 0.1 s: never a whole head
+    for _ in range(100):  # one byte every 0.1 s, never a whole head, for at most 10 s
         try:
             sock.sendall(b"a")
         except OSError:
@@ -148,9 +148,8 @@ def test_a_slowloris_head_is_cut_off_at_the_header_timeout(address: Address) -> 
             break
         time.sleep(0.1)
     if not closed:
-        data = read_until_closed(sock, within_s=0.1)
-        assert statuses(data) in ([], [408])
-    assert time.monotonic() - started < LIMITS.header_timeout_s + 2
+        assert statuses(read_until_closed(sock)) in ([], [408])
+    assert time.monotonic() - started < LIMITS.header_timeout_s + 5
 
 
 def test_a_stalled_body_gets_408_and_a_close(address: Address) -> None:
@@ -158,7 +157,7 @@ def test_a_stalled_body_gets_408_and_a_close(address: Address) -> None:
     sock.sendall(post("/v1/exec", {"Authorization": f"Bearer {TOKEN}", "Content-Length": "100"}) + b'{"cmd"')
     started = time.monotonic()
     assert statuses(read_until_closed(sock)) == [408]
-    assert time.monotonic() - started < LIMITS.body_timeout_s + 2
+    assert time.monotonic() - started < LIMITS.body_timeout_s + 5
 
 
 def test_an_idle_keep_alive_connection_is_closed(address: Address) -> None:
@@ -166,7 +165,7 @@ def test_an_idle_keep_alive_connection_is_closed(address: Address) -> None:
     sock.sendall(HEALTH)
     started = time.monotonic()
     assert statuses(read_until_closed(sock)) == [200]
-    assert LIMITS.keepalive_idle_s - 0.2 < time.monotonic() - started < LIMITS.keepalive_idle_s + 2
+    assert LIMITS.keepalive_idle_s - 0.2 < time.monotonic() - started < LIMITS.keepalive_idle_s + 5
 
 
 def test_at_the_connection_limit_the_longest_idle_connection_makes_room(address: Address) -> None:
@@ -175,7 +174,7 @@ def test_at_the_connection_limit_the_longest_idle_connection_makes_room(address:
     fresh = address.connect()
     fresh.sendall(HEALTH)
     assert statuses(fresh.recv(65536)) == [200]
-    assert read_until_closed(idle[0], within_s=2) == b""
+    assert read_until_closed(idle[0]) == b""
     for sock in [*idle, fresh]:
         sock.close()
 
@@ -187,7 +186,7 @@ def test_when_every_connection_is_busy_a_new_one_gets_503(address: Address) -> N
         # Authorized and mid-body: these connections are working, not idle.
         sock.sendall(post("/v1/exec", {"Authorization": f"Bearer {TOKEN}", "Content-Length": "50"}) + b"{")
         busy.append(sock)
-    time.sleep(0.2)
+    time.sleep(1.0)  # let the server read every head, so all four are busy, not waiting
     extra = address.connect()
     data = read_until_closed(extra)
     assert statuses(data) == [503] and b'"Unavailable"' in data
