@@ -91,10 +91,11 @@ class ReplayCache:
 
     def _evict(self) -> None:
         """Drop the oldest finished responses beyond the slot and byte budgets (running ones stay)."""
-        for slot in list(self._entries):
-            if len(self._entries) <= self._slots and self._bytes <= self._max_bytes:
+        while len(self._entries) > self._slots or self._bytes > self._max_bytes:
+            oldest = next(((slot, e) for slot, e in self._entries.items() if e.response is not None), None)
+            if oldest is None:
                 return
-            old = self._entries[slot]
-            if old.response is not None:
-                del self._entries[slot]
-                self._bytes -= len(old.response.body)
+            slot, entry = oldest
+            del self._entries[slot]
+            assert entry.response is not None
+            self._bytes -= len(entry.response.body)
