@@ -18,127 +18,30 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http import HTTPStatus
-from typing import Protocol
-from urllib.parse import parse_qs, urlsplit
 
 from envgym.sandbox.errors import (
     HeadersTooLargeError,
-    InvalidRequestError,
-    PayloadTooLargeError,
     RequestTimeoutError,
     SandboxError,
     SandboxUnavailableError,
 )
+from envgym.sandbox.framing import (
+    Application,
+    Response,
+    body_length,
+    error_response,
+    parse_head,
+    response_head,
+)
 from envgym.sandbox.limits import ServerLimits
 from envgym.sandbox.threads import DaemonThreadPool
-from envgym.sandbox.wire import ErrorBody
 
-SERVER_NAME = "envgym-sandbox/1"
 _SHUTDOWN_GRACE_S = 1.0
-# Headers that may appear once only: two differing copies are how request smuggling starts.
-_SINGLE = frozenset({"content-length", "transfer-encoding", "authorization", "host", "x-request-id"})
-
-
-@dataclass
-class Response:
-    status: int
-    body: bytes
-    content_type: str = "application/json"
-
-
-def error_response(exc: SandboxError) -> Response:
-    body = {"error": ErrorBody(type=exc.type_name, message=str(exc)).model_dump()}
-    return Response(exc.status, json.dumps(body).encode())
-
-
-@dataclass(frozen=True)
-class RequestHead:
-    """A parsed request line and headers (names lower-cased)."""
-
-    method: str
-    path: str
-    query: dict[str, str]
-    headers: dict[str, str]
-    keep_alive: bool
-
-
-class Call(Protocol):
-    """An admitted request: what to run once its body has arrived."""
-
-    @property
-    def inline(self) -> bool:
-        """Cheap and non-blocking: answered on the event loop, so health checks stay fast under load."""
-        ...
-
-    def run(self, body: bytes) -> Response | Iterator[bytes]: ...
-
-
-class Application(Protocol):
-    def admit(self, head: RequestHead) -> Call:
-        """Authorize and route `head`, raising a SandboxError to refuse it before its body is read."""
-        ...
-
-
-def parse_head(data: bytes, limits: ServerLimits) -> RequestHead:
-    """Parse a request head ending in CRLF CRLF; strict, because lenient parsers disagree with proxies."""
-    lines = data.decode("latin-1").split("\r\n")
-    while lines and lines[0] == "":  # RFC 9112: ignore empty lines before the request line
-        lines.pop(0)
-    parts = lines[0].split(" ") if lines else []
-    if len(parts) != 3 or not parts[0].isalpha() or not parts[0].isupper():
-        raise InvalidRequestError(f"malformed request line {lines[0][:80] if lines else ''!r}")
-    method, target, version = parts
-    if version not in ("HTTP/1.1", "HTTP/1.0"):
-        raise InvalidRequestError(f"request line: unsupported version {version[:20]!r} (HTTP/1.1 or 1.0)")
-    fields = [line for line in lines[1:] if line]
-    if len(fields) > limits.max_headers:
-        raise HeadersTooLargeError(f"{len(fields)} header lines; at most {limits.max_headers} are accepted")
-    headers: dict[str, str] = {}
-    for line in fields:
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip() or " " in name or "\t" in name or "\n" in line:
-            raise InvalidRequestError(f"malformed header line {line[:80]!r}")
-        key, value = name.lower(), value.strip(" \t")
-        if key in headers:
-            if key in _SINGLE:
-                raise InvalidRequestError(f"{name}: the header is repeated")
-            value = f"{headers[key]}, {value}"
-        headers[key] = value
-    split = urlsplit(target)
-    connection = headers.get("connection", "").lower()
-    keep_alive = "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
-    query = {k: v[-1] for k, v in parse_qs(split.query).items()}
-    return RequestHead(method, split.path, query, headers, keep_alive)
-
-
-def body_length(head: RequestHead, limits: ServerLimits) -> int:
-    """The declared body size, refusing what cannot be bounded before reading: chunked, negative, oversized."""
-    if "transfer-encoding" in head.headers:
-        raise InvalidRequestError("Transfer-Encoding: request bodies must be sent with a Content-Length")
-    declared = head.headers.get("content-length")
-    if declared is None:
-        return 0  # HTTP/1.1: a request without Content-Length or Transfer-Encoding has no body
-    if not (declared.isascii() and declared.isdigit()):
-        raise InvalidRequestError(f"Content-Length: {declared[:40]!r} is not a non-negative integer")
-    length = int(declared)
-    if length > limits.max_body_bytes:
-        raise PayloadTooLargeError(
-            f"Content-Length: {length} bytes exceeds the {limits.max_body_bytes} byte limit"
-        )
-    return length
-
-
-def _response_head(status: int, content_type: str, length: int | None, keep_alive: bool) -> bytes:
-    lines = [
-        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
-        f"Server: {SERVER_NAME}",
-        f"Content-Type: {content_type}",
-        f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked",
-    ]
-    if not keep_alive:
-        lines.append("Connection: close")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+_ACCEPT_BATCH = 32
+_ACCEPT_RETRY_S = 0.1
+# Sockets beyond max_connections that may be open at once: 503 answers and evicted connections still closing.
+# Kept below ServerLimits.fd_reserve, so connections never take the descriptors pipes and files need.
+_OVERFLOW = 64
 
 
 def _next_chunk(chunks: Iterator[bytes]) -> bytes | None:
@@ -174,6 +77,8 @@ class HttpServer:
         self._unix = sock.family == socket.AF_UNIX
         self._pool = DaemonThreadPool(limits.handler_threads, name="envgym-handler")
         self._connections: dict[int, _Connection] = {}
+        self._open = 0  # accepted sockets not yet closed: registered, refused with 503, or being closed
+        self._accepting = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._stop_requested = False
@@ -203,17 +108,15 @@ class HttpServer:
         self._pool.shutdown()
 
     async def _serve(self) -> None:
-        limit = self.limits.max_header_bytes
-        if self._unix:
-            server = await asyncio.start_unix_server(self._on_connection, sock=self.socket, limit=limit)
-        else:
-            server = await asyncio.start_server(self._on_connection, sock=self.socket, limit=limit)
+        loop = asyncio.get_running_loop()
+        self.socket.setblocking(False)
         with self._lock:
-            self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+            self._loop, self._stop = loop, asyncio.Event()
             if self._stop_requested:
                 self._stop.set()
+        self._resume_accepting()
         await self._stop.wait()
-        server.close()
+        self._pause_accepting()
         # Requests in flight (the /v1/shutdown that stopped us, a step) get a moment to send their answers.
         deadline = time.monotonic() + _SHUTDOWN_GRACE_S
         while any(not c.waiting for c in self._connections.values()) and time.monotonic() < deadline:
@@ -221,6 +124,52 @@ class HttpServer:
         for conn in list(self._connections.values()):
             conn.writer.transport.abort()
         self._connections.clear()
+
+    # -- accepting ------------------------------------------------------------------------------------------
+    # Accepting is done here, not by asyncio.start_server: its loop accepts up to 100 sockets per wake-up whatever
+    # the limit, and a burst of idle connections then exhausted the descriptors before any eviction could close one.
+
+    def _resume_accepting(self) -> None:
+        if not self._accepting and self._loop is not None and not self._stop_requested:
+            self._loop.add_reader(self.socket.fileno(), self._accept_ready)
+            self._accepting = True
+
+    def _pause_accepting(self) -> None:
+        if self._accepting and self._loop is not None:
+            self._loop.remove_reader(self.socket.fileno())
+            self._accepting = False
+
+    def _accept_ready(self) -> None:
+        assert self._loop is not None
+        for _ in range(_ACCEPT_BATCH):
+            if self._open >= self.max_connections + _OVERFLOW:
+                self._pause_accepting()  # resumed when a socket closes
+                return
+            try:
+                sock, _ = self.socket.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # EMFILE, ENOBUFS: out of a resource we do not count; try again shortly
+                self._pause_accepting()
+                self._loop.call_later(_ACCEPT_RETRY_S, self._resume_accepting)
+                return
+            self._open += 1
+            self._loop.create_task(self._start_connection(sock))
+
+    async def _start_connection(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            reader = asyncio.StreamReader(limit=self.limits.max_header_bytes, loop=loop)
+            protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+            transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock)
+            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+            await self._on_connection(reader, writer)
+        except OSError:
+            sock.close()
+        finally:
+            self._open -= 1
+            if self._open < self.max_connections + _OVERFLOW:
+                self._resume_accepting()
 
     # -- connections ----------------------------------------------------------------------------------------
 
@@ -243,8 +192,8 @@ class HttpServer:
                 f"the server has {self.max_connections} connections open and all are busy; retry later"
             )
             response = error_response(busy)
-            writer.write(_response_head(503, response.content_type, len(response.body), False) + response.body)
-            writer.close()
+            writer.write(response_head(503, response.content_type, len(response.body), False) + response.body)
+            await self._close(writer)
             return
         try:
             await self._serve_connection(conn, reader, writer)
@@ -290,7 +239,7 @@ class HttpServer:
                 result = await asyncio.get_running_loop().run_in_executor(self._pool, call.run, body)
             if isinstance(result, Response):
                 keep_alive = head.keep_alive and result.status < 400
-                head_bytes = _response_head(result.status, result.content_type, len(result.body), keep_alive)
+                head_bytes = response_head(result.status, result.content_type, len(result.body), keep_alive)
                 writer.write(head_bytes + result.body)
                 async with asyncio.timeout(limits.body_timeout_s):
                     await writer.drain()
@@ -346,7 +295,7 @@ class HttpServer:
 
     async def _write_stream(self, writer: asyncio.StreamWriter, chunks: Iterator[bytes], keep_alive: bool) -> None:
         loop = asyncio.get_running_loop()
-        writer.write(_response_head(200, "application/x-ndjson", None, keep_alive))
+        writer.write(response_head(200, "application/x-ndjson", None, keep_alive))
         try:
             while (chunk := await loop.run_in_executor(self._pool, _next_chunk, chunks)) is not None:
                 writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
@@ -363,7 +312,7 @@ class HttpServer:
 
     async def _reject(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, response: Response) -> None:
         """Answer with an error and close, discarding (never parsing) a bounded amount of what is still coming."""
-        head = _response_head(response.status, response.content_type, len(response.body), False)
+        head = response_head(response.status, response.content_type, len(response.body), False)
         writer.write(head + response.body)
         with contextlib.suppress(ConnectionError, TimeoutError, OSError):
             async with asyncio.timeout(self.limits.linger_s):

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from envgym.sandbox.errors import ConflictError
-from envgym.sandbox.httpd import Response
+from envgym.sandbox.framing import Response
 
 _SLOTS = 512
 _MAX_BYTES = 64 << 20  # exec output can be a megabyte per response; the cache must stay small

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from envgym.sandbox import files
 from envgym.sandbox.errors import AuthError, InvalidRequestError, NotFoundError, SandboxError
-from envgym.sandbox.httpd import RequestHead, Response, error_response
+from envgym.sandbox.framing import RequestHead, Response, error_response
 from envgym.sandbox.replay import ReplayCache, RequestKey
 from envgym.sandbox.server_env import EnvHost
 from envgym.sandbox.service import SandboxService

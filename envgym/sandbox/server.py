@@ -97,7 +97,8 @@ def serve_until_stopped(service: SandboxService, server: HttpServer, poll_s: flo
                 break
             if service.env_host is not None:
                 service.env_host.reap_idle()
-            service.processes.reap_orphans()
+            if service.exec_enabled:
+                service.processes.reap_orphans()
     if received:
         reason = received[0]
     service.shutdown()
