@@ -74,7 +74,6 @@ class HttpServer:
         self.limits = limits
         self.max_connections = limits.connection_budget()
         self._app = app
-        self._unix = sock.family == socket.AF_UNIX
         self._pool = DaemonThreadPool(limits.handler_threads, name="envgym-handler")
         self._connections: dict[int, _Connection] = {}
         self._open = 0  # accepted sockets not yet closed: registered, refused with 503, or being closed
@@ -87,8 +86,8 @@ class HttpServer:
 
     # -- lifecycle ------------------------------------------------------------------------------------------
 
-    def serve_forever(self, poll_interval: float = 0.5) -> None:
-        """Run the event loop until `shutdown` (poll_interval is accepted for socketserver compatibility)."""
+    def serve_forever(self) -> None:
+        """Run the event loop until `shutdown`."""
         try:
             asyncio.run(self._serve())
         finally:

@@ -86,7 +86,7 @@ def serve_until_stopped(service: SandboxService, server: HttpServer, poll_s: flo
 
     Returns the reason it stopped.
     """
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": poll_s}, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     reason = "shutdown"
     with stop_on_signals(service) as received:
