@@ -12,16 +12,20 @@ class TokenFileError(ValueError):
 
 
 def read_token_file(path: str) -> str:
-    """The token in `path`, refusing a file that grants any access to group or others (mode must be 0600 or 0400)."""
+    """The token in `path`, refusing a file that others can read, or that its group can write or execute.
+
+    Group read is allowed: Kubernetes mounts a Secret as 0440 when the pod sets `fsGroup` (the group is the pod's
+    own), so 0600, 0400, 0640 and 0440 pass; 0644 or 0660 do not.
+    """
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
         with open(path) as fh:
             token = fh.read().strip()
     except OSError as exc:
         raise TokenFileError(f"token file {path}: {exc.strerror}") from exc
-    if mode & 0o077:
+    if mode & 0o037:
         raise TokenFileError(
-            f"token file {path}: mode {mode:04o} lets other users read the token; run `chmod 600 {path}`"
+            f"token file {path}: mode {mode:04o} lets other users read or change the token; run `chmod 600 {path}`"
         )
     if not token:
         raise TokenFileError(f"token file {path}: the file is empty")
