@@ -22,7 +22,7 @@ import envgym
 from envgym.loader import load_environment
 from envgym.policies import OraclePolicy
 from envgym.registry import env_dirs
-from envgym.rewards.rubric import replay_solution
+from envgym.world.replay import replay_solution
 from envgym.runner import run_episode
 
 # Run as a script, this file's folder comes first on sys.path and its name would shadow the `synth` package.

@@ -6,7 +6,8 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envgym.rewards.rubric import replay_solution
+from envgym.world.errors import UnknownTaskError
+from envgym.world.replay import Plant, TargetCache
 from envgym.world.spec import SpecError, TaskSpec, WorldSpec, load_tasks, load_world
 from envgym.world.state import WorldState, generate_state
 from envgym.world.tools import ToolExecutor
@@ -21,7 +22,10 @@ class EnvironmentData:
     directory: Path | None
     initial: WorldState
     executor: ToolExecutor
-    _targets: dict[str, str] = field(default_factory=dict)
+    targets: TargetCache = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.targets = TargetCache(self.executor, self.initial)
 
     @property
     def name(self) -> str:
@@ -31,17 +35,16 @@ class EnvironmentData:
         for task in self.tasks:
             if task.id == task_id:
                 return task
-        raise KeyError(f"environment {self.name!r} has no task {task_id!r} (it has {len(self.tasks)} tasks)")
+        raise UnknownTaskError(f"environment {self.name!r} has no task {task_id!r} (it has {len(self.tasks)} tasks)")
 
-    def target_state(self, task: TaskSpec) -> WorldState:
-        """The state the reference solution reaches from the initial world."""
-        return replay_solution(self.executor, self.initial, task)
+    def target_state(self, task: TaskSpec, attack: str | None = None, plant: Plant | None = None) -> WorldState:
+        """The state the reference solution reaches from the initial world (with `attack` planted); shared, so
+        callers must not change it."""
+        return self.targets.state(task, attack, plant)
 
-    def target_hash(self, task: TaskSpec) -> str:
-        """Hash of the reference solution's end state, computed once per task."""
-        if task.id not in self._targets:
-            self._targets[task.id] = self.target_state(task).hash()
-        return self._targets[task.id]
+    def target_hash(self, task: TaskSpec, attack: str | None = None, plant: Plant | None = None) -> str:
+        """Hash of the reference solution's end state, computed once per (task, attack)."""
+        return self.targets.hash(task, attack, plant)
 
 
 def build_environment(

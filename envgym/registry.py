@@ -7,6 +7,8 @@ from pathlib import Path
 
 import gymnasium as gym
 
+from envgym.world.errors import UnknownEnvironmentError
+
 ENTRY_POINT = "envgym.env:ToolWorldEnv"
 NAMESPACE = "envgym"
 
@@ -65,8 +67,8 @@ def find_env_dir(name: str) -> Path:
     """The folder of a registered environment by short name (`retail`) or id (`envgym/retail-v0`)."""
     eid = name if "/" in name else env_id(name)
     if eid not in gym.registry:
-        raise KeyError(f"unknown environment {name!r}; registered: {', '.join(registered_ids())}")
+        raise UnknownEnvironmentError(f"unknown environment {name!r}; registered: {', '.join(registered_ids())}")
     kwargs = gym.registry[eid].kwargs or {}
     if "env_dir" not in kwargs:
-        raise KeyError(f"{eid} is not a folder-backed environment")
+        raise UnknownEnvironmentError(f"{eid} is not a folder-backed environment")
     return Path(kwargs["env_dir"])

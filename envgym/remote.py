@@ -13,12 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
-from envgym.env import TextSpace
 from envgym.sandbox.client import SandboxClient
 from envgym.sandbox.errors import SandboxError, SandboxUnavailableError
 from envgym.sandbox.wire import EnvReset, EnvResetResult, EnvSessionInfo, EnvStep, EnvStepResult
+from envgym.spaces import UnsupportedSpaceError, build_space
 
 
 class RemoteEnvError(RuntimeError):
@@ -35,24 +34,6 @@ def read_token(path: str) -> str:
     if not token:
         raise RemoteEnvError(f"token_file {path}: the file is empty")
     return token
-
-
-def build_space(description: dict[str, Any]) -> gym.Space[Any]:
-    """The space that `envgym.sandbox.server_env.describe_space` described."""
-    kind = description.get("type")
-    if kind == "Text":
-        # Any string: tool calls and replies are arbitrary unicode (see envgym.env.TextSpace).
-        return TextSpace(max_length=description["max_length"])
-    if kind == "Discrete":
-        return gym.spaces.Discrete(description["n"], start=description["start"])
-    if kind == "Box":
-        return gym.spaces.Box(
-            low=np.array(description["low"], dtype=description["dtype"]),
-            high=np.array(description["high"], dtype=description["dtype"]),
-            shape=tuple(description["shape"]),
-            dtype=description["dtype"],
-        )
-    raise RemoteEnvError(f"space type {kind!r} from the server is not supported (Text, Discrete, Box)")
 
 
 class RemoteEnv(gym.Env[Any, Any]):
@@ -92,8 +73,11 @@ class RemoteEnv(gym.Env[Any, Any]):
         info = EnvSessionInfo.model_validate_json(self._call("create", "/v1/env/sessions", body))
         self.session_id = info.session_id
         self.env_id = info.env_id
-        self.action_space = build_space(info.action_space)
-        self.observation_space = build_space(info.observation_space)
+        try:
+            self.action_space = build_space(info.action_space)
+            self.observation_space = build_space(info.observation_space)
+        except UnsupportedSpaceError as exc:
+            raise RemoteEnvError(f"RemoteEnv({url}): {exc}") from exc
         self.metadata = {**info.metadata, "render_modes": []}
 
     def _call(self, what: str, path: str, body: dict[str, Any]) -> bytes:

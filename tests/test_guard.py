@@ -191,7 +191,7 @@ def test_simulated_user_approves_only_its_own_goal() -> None:
 def test_serves_goal_rejects_calls_that_change_nothing_or_differ() -> None:
     env = _env(solution=[ToolCall(name="drop_note", arguments={"note_id": "N0001"})])
     assert env.state is not None
-    target = env._target_state()
+    target = env.security.target_state(env.task)
     executor = env.data.executor
     assert serves_goal(executor, env.state, target, "drop_note", {"note_id": "N0001"})
     assert not serves_goal(executor, env.state, target, "drop_note", {"note_id": "N0000"})

@@ -12,9 +12,9 @@ import re
 from typing import Any
 
 from envgym.protocol import strip_tool_calls
+from envgym.world.replay import check_assertion
 from envgym.world.spec import TaskSpec
 from envgym.world.state import WorldState
-from envgym.world.tools import ToolExecutor, check_assertion
 
 _NUMBER_SEP_RE = re.compile(r"(?<=\d)[,_](?=\d{3})")
 _SPACE_RE = re.compile(r"\s+")
@@ -23,18 +23,6 @@ _SPACE_RE = re.compile(r"\s+")
 def normalize_text(text: str) -> str:
     """Lower case, digit group separators removed, whitespace collapsed: how required outputs are matched."""
     return _SPACE_RE.sub(" ", _NUMBER_SEP_RE.sub("", text.lower())).strip()
-
-
-def replay_solution(executor: ToolExecutor, initial: WorldState, task: TaskSpec) -> WorldState:
-    """Run the task's reference solution on a copy of `initial`; raise if a step fails (the task is broken)."""
-    state = initial.copy()
-    for i, call in enumerate(task.solution):
-        result = executor.execute(state, call.name, call.arguments)
-        if not result.ok:
-            raise ValueError(
-                f"task {task.id}: reference solution step {i} ({call.name}) failed: {result.error}"
-            )
-    return state
 
 
 def agent_replies(messages: list[dict[str, Any]]) -> str:

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from envgym.protocol import ParsedCall
+from envgym.world.errors import ReplayError
 from envgym.world.state import WorldState
+from envgym.world.tools import ToolResult
 
 # Result values this short or this common would "appear" in almost any later message by chance.
 _MIN_VALUE_CHARS = 3
@@ -85,6 +88,54 @@ class ToolCallReward:
 def state_distance(state: WorldState, target: WorldState) -> int:
     """The number of records (entity, key) that differ between `state` and the task's `target` state."""
     return len({(change.entity, change.key) for change in state.diff(target)})
+
+
+class ToolCallLog:
+    """One episode's tool calls as `score_tool_calls` needs them, kept by the env as the calls run.
+
+    The state is compared with the target only around calls of write tools (`before` then `record`): hashing and
+    diffing on every read would dominate a step. `target` gives the episode's target state; when it cannot be
+    computed (the reference solution fails to replay) distances stay unknown and no call counts as progress.
+    """
+
+    def __init__(self, write_tools: frozenset[str], target: Callable[[], WorldState]):
+        self.write_tools = write_tools
+        self.target = target
+        self.records: list[ToolCallRecord] = []
+        self._seen: set[tuple[str, str]] = set()  # calls made since the state last changed
+        self._distance: int | None = None  # records differing from the target, known after the first write
+
+    def before(self, call: ParsedCall, state: WorldState) -> str | None:
+        """The state's hash before a call of a write tool (None for any other call)."""
+        if call.name not in self.write_tools:
+            return None
+        if self._distance is None:
+            self._distance = self._measure(state)
+        return state.hash()
+
+    def record(self, step: int, call: ParsedCall, result: ToolResult, content: str, state: WorldState,
+               before_hash: str | None) -> dict[str, Any]:
+        """Log one call; returns its per-step label for `info["tool_calls"]`."""
+        before = self._distance
+        changed = before_hash is not None and state.hash() != before_hash
+        if changed:
+            self._distance = self._measure(state)
+            self._seen.clear()
+        self.records.append(ToolCallRecord(
+            step, call.name, call.arguments if isinstance(call.arguments, dict) else {}, result.ok, result.error,
+            content, changed, before if before_hash else None, self._distance if before_hash else None,
+        ))
+        key = (call.name, call.raw_arguments)
+        label = {"name": call.name, "valid": result.ok, "error": result.error_kind, "redundant": key in self._seen}
+        self._seen.add(key)
+        return label
+
+    def _measure(self, state: WorldState) -> int | None:
+        try:
+            return state_distance(state, self.target())
+        except ReplayError:
+            return None
+
 
 
 def _leaves(value: Any) -> Iterator[Any]:

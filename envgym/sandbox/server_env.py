@@ -15,28 +15,7 @@ import numpy as np
 
 from envgym.sandbox.errors import EnvHostError, InvalidRequestError, NotFoundError
 from envgym.sandbox.wire import EnvCreate, EnvResetResult, EnvSessionInfo, EnvStepResult
-
-
-def describe_space(space: gym.Space[Any]) -> dict[str, Any]:
-    """A JSON description of a space that `envgym.remote.build_space` turns back into the same space."""
-    if isinstance(space, gym.spaces.Text):
-        return {
-            "type": "Text",
-            "min_length": space.min_length,
-            "max_length": space.max_length,
-            "charset": "".join(sorted(space.character_set)),
-        }
-    if isinstance(space, gym.spaces.Discrete):
-        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
-    if isinstance(space, gym.spaces.Box):
-        return {
-            "type": "Box",
-            "low": space.low.tolist(),
-            "high": space.high.tolist(),
-            "shape": list(space.shape),
-            "dtype": str(space.dtype),
-        }
-    raise EnvHostError(f"space {space!r}: only Text, Discrete and Box spaces can be served")
+from envgym.spaces import UnsupportedSpaceError, describe_space
 
 
 def jsonable(value: Any) -> Any:
@@ -94,11 +73,15 @@ class EnvHost:
         finally:
             with self._lock:
                 self._creating -= 1
+        try:
+            action_space, observation_space = describe_space(env.action_space), describe_space(env.observation_space)
+        except UnsupportedSpaceError as exc:
+            raise EnvHostError(str(exc)) from exc
         return EnvSessionInfo(
             session_id=session_id,
             env_id=env_id,
-            action_space=describe_space(env.action_space),
-            observation_space=describe_space(env.observation_space),
+            action_space=action_space,
+            observation_space=observation_space,
             metadata=jsonable({k: v for k, v in env.metadata.items() if k != "render_modes"}),
         )
 

@@ -68,6 +68,11 @@ class WorldState:
     def copy(self) -> WorldState:
         return WorldState(self.snapshot())
 
+    # Resources are process-local handles (a sandbox, a client, a finalizer): pickles and deep copies carry the
+    # data only, as `copy` does, and whoever needs a resource acquires its own.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"tables": self.tables, "resources": {}}
+
     def canonical_json(self) -> str:
         return json.dumps(self.tables, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 

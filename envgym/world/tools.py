@@ -1,7 +1,7 @@
 """Executing tools against world state: validation, declarative effects, Python tools, injected failures.
 
-Every failure the agent can cause is a `ToolResult` with `ok=False` and a message naming the problem; only a bug
-in a tool implementation raises.
+Every failure is a `ToolResult` with `ok=False`, a `ToolErrorKind` and a message naming the problem; a Python tool
+that raises something other than `ToolError` (a bug, a sandbox timing out) is reported the same way, never raised.
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ import random
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from envgym.world.spec import Assertion, Effect, ToolSpec, WorldSpec
+from envgym.world.errors import BadReferenceError, UnknownComparisonError
+from envgym.world.spec import Effect, ToolSpec, WorldSpec
 from envgym.world.state import Record, WorldState
 from envgym.world.validate import compile_validator
 
@@ -25,9 +27,18 @@ class ToolError(Exception):
     """Raised by a Python tool to report a controlled failure; the message is shown to the agent."""
 
 
-ErrorKind = (
-    str  # "unknown_tool" | "invalid_arguments" | "precondition" | "not_found" | "transient" | "tool_error"
-)
+class ToolErrorKind(StrEnum):
+    """Why a tool call failed. A StrEnum, so `info` and JSON carry the same plain strings as before."""
+
+    UNKNOWN_TOOL = "unknown_tool"
+    INVALID_ARGUMENTS = "invalid_arguments"
+    PARSE_ERROR = "parse_error"  # the action held a tool call that could not be read at all
+    PRECONDITION = "precondition"
+    NOT_FOUND = "not_found"
+    TRANSIENT = "transient"  # an injected failure (`failure_rate`): retrying may work
+    TOOL_ERROR = "tool_error"  # a Python tool raised ToolError: a controlled failure
+    TOOL_CRASHED = "tool_crashed"  # a Python tool raised anything else: a bug or a broken resource
+    GUARD_DENIED = "guard_denied"  # the guard held the call and confirmation was refused
 
 
 @dataclass(slots=True)
@@ -40,7 +51,7 @@ class ToolResult:
     ok: bool
     value: Any = None
     error: str | None = None
-    error_kind: ErrorKind | None = None
+    error_kind: ToolErrorKind | None = None
 
     def payload(self) -> Any:
         return self.value if self.ok else {"error": self.error}
@@ -83,7 +94,8 @@ def compare(actual: Any, op: str, expected: Any) -> bool:
                 return actual is None
     except TypeError:
         return False
-    raise ValueError(f"unknown comparison {op!r}")
+    raise UnknownComparisonError(f"unknown comparison {op!r}; expected one of eq, ne, lt, le, gt, ge, in, not_in, "
+                                 "contains, exists, not_exists")
 
 
 def _project(record: Record, returns: str | list[str] | None) -> Any:
@@ -113,11 +125,11 @@ def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any]) -> Tool
             match = {f: _arg(v, args) for f, v in effect.match.items()}
             record = next((r for r in table.values() if all(r.get(f) == v for f, v in match.items())), None)
         if record is None:
-            return ToolResult(False, error=_not_found(effect, args, match), error_kind="not_found")
+            return ToolResult(False, error=_not_found(effect, args, match), error_kind=ToolErrorKind.NOT_FOUND)
         for pre in effect.preconditions:
             if not compare(record.get(pre.field), pre.op, _arg(pre.value, args)):
                 return ToolResult(
-                    False, error=pre.error.format(**{**record, **args}), error_kind="precondition"
+                    False, error=pre.error.format(**{**record, **args}), error_kind=ToolErrorKind.PRECONDITION
                 )
         if op == "get":
             return ToolResult(True, _project(record, effect.returns))
@@ -165,7 +177,7 @@ def resolve_python(env_dir: Path | None, ref: str) -> Callable[..., Any]:
     """Resolve 'module:function' in an environment folder, or a dotted importable 'pkg.module:function'."""
     module, _, func = ref.partition(":")
     if not func:
-        raise ValueError(f"python reference {ref!r} must look like 'module:function'")
+        raise BadReferenceError(f"python reference {ref!r} must look like 'module:function'")
     if env_dir is not None and (env_dir / f"{module}.py").exists():
         mod = _load_module(env_dir, module)
     else:
@@ -199,13 +211,22 @@ class ToolExecutor:
     ):
         self.world = world
         self.env_dir = env_dir
+        self.extra = dict(extra or {})
         self.tools: dict[str, ToolSpec] = {t.name: t for t in world.tools}
         self._validators = {t.name: compile_validator(t.parameters) for t in world.tools}
         self._python: dict[str, Callable[..., Any]] = {}
         for tool in world.tools:
             if tool.python is not None:
                 self._python[tool.name] = resolve_python(env_dir, tool.python)
-        self._python.update(extra or {})
+        self._python.update(self.extra)
+
+    # Compiled validators are closures and folder tools live in modules imported by path, which another process
+    # does not have: a pickle carries only what the executor is built from, and unpickling builds it again.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"world": self.world, "env_dir": self.env_dir, "extra": self.extra}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["world"], state["env_dir"], state["extra"])  # type: ignore[misc]
 
     def openai_tools(self) -> list[dict[str, Any]]:
         """The tools as OpenAI function-calling schemas (what the agent sees)."""
@@ -231,20 +252,20 @@ class ToolExecutor:
             return ToolResult(
                 False,
                 error=f"unknown tool {name!r}; available tools: {', '.join(sorted(self.tools))}",
-                error_kind="unknown_tool",
+                error_kind=ToolErrorKind.UNKNOWN_TOOL,
             )
         if not isinstance(args, dict):
             return ToolResult(
                 False,
                 error=f"arguments of {name} must be a JSON object, got {type(args).__name__}",
-                error_kind="invalid_arguments",
+                error_kind=ToolErrorKind.INVALID_ARGUMENTS,
             )
         problem = self._validators[name](args)
         if problem is not None:
-            return ToolResult(False, error=f"{name}: {problem}", error_kind="invalid_arguments")
+            return ToolResult(False, error=f"{name}: {problem}", error_kind=ToolErrorKind.INVALID_ARGUMENTS)
         if failure_rate > 0 and rng is not None and rng.random() < failure_rate:
             return ToolResult(
-                False, error=f"{name}: service temporarily unavailable, please retry", error_kind="transient"
+                False, error=f"{name}: service temporarily unavailable, please retry", error_kind=ToolErrorKind.TRANSIENT
             )
         if tool.effect is not None:
             result = _run_effect(tool.effect, state, args)
@@ -258,25 +279,12 @@ class ToolExecutor:
         fn = self._python.get(name)
         if fn is None:
             return ToolResult(
-                False, error=f"tool {name!r} has no implementation here", error_kind="tool_error"
+                False, error=f"tool {name!r} has no implementation here", error_kind=ToolErrorKind.TOOL_ERROR
             )
         try:
             return ToolResult(True, fn(state, **args))
         except ToolError as exc:
-            return ToolResult(False, error=str(exc), error_kind="tool_error")
-
-
-def check_assertion(state: WorldState, assertion: Assertion) -> bool:
-    """Whether one env assertion holds on `state`."""
-    table = state.tables.get(assertion.entity, {})
-    if assertion.key is not None:
-        record = table.get(assertion.key)
-    else:
-        record = next(
-            (r for r in table.values() if all(r.get(k) == v for k, v in assertion.match.items())), None
-        )
-    if assertion.field is None:
-        return compare(record, assertion.op if assertion.op in ("exists", "not_exists") else "exists", None)
-    if record is None:
-        return False
-    return compare(record.get(assertion.field), assertion.op, assertion.value)
+            return ToolResult(False, error=str(exc), error_kind=ToolErrorKind.TOOL_ERROR)
+        except Exception as exc:  # any string is a legal action, so a tool's bug must not end the episode
+            return ToolResult(False, error=f"tool {name!r} failed: {type(exc).__name__}: {exc}",
+                              error_kind=ToolErrorKind.TOOL_CRASHED)

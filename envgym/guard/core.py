@@ -27,11 +27,12 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from envgym.world.spec import TaskSpec, ToolCall, ToolLabel, WorldSpec
+from envgym.world.errors import EnvConfigError
+from envgym.world.spec import ToolLabel, WorldSpec
 from envgym.world.state import WorldState
 from envgym.world.tools import ToolExecutor
 
@@ -107,7 +108,7 @@ class Guard:
     def __init__(self, world: WorldSpec, config: GuardConfig):
         unknown = sorted(set(config.tools) - {t.name for t in world.tools})
         if unknown:
-            raise ValueError(f"guard.tools names unknown tools {unknown}; the world has {[t.name for t in world.tools]}")
+            raise EnvConfigError(f"guard.tools names unknown tools {unknown}; the world has {[t.name for t in world.tools]}")
         self.config = config
         self.allow_domains = tuple(d.lower() for d in config.allow_domains)
         self.allow_recipients = frozenset(r.lower() for r in config.allow_recipients)
@@ -284,22 +285,3 @@ def serves_goal(executor: ToolExecutor, state: WorldState, target: WorldState, t
         if change.kind == "changed" and (goal_record is None or goal_record.get(str(change.field)) != change.after):
             return False
     return True
-
-
-class AttackSuite(Protocol):
-    """The prompt-injection attacks of an environment (named by `meta.attacks` in world.yaml).
-
-    An attack id is `<goal>/<template>`. `plant` writes the rendered payload into the records a task's tools will
-    return; `goal_reached` is the security predicate on a final state (True: the attacker won); `attacker_calls`
-    are the calls that reach the goal from `state`, for the scripted attacker-obeying policy.
-    """
-
-    def attack_ids(self) -> list[str]: ...
-
-    def payload(self, state: WorldState, attack_id: str) -> str: ...
-
-    def plant(self, state: WorldState, task: TaskSpec, attack_id: str) -> None: ...
-
-    def goal_reached(self, state: WorldState, attack_id: str) -> bool: ...
-
-    def attacker_calls(self, state: WorldState, attack_id: str) -> list[ToolCall]: ...

@@ -1,0 +1,145 @@
+"""The guard over one env's episodes: the guard session, confirmation of held calls, and attack planting.
+
+`ToolWorldEnv` owns one `EpisodeGuard`; `start` opens each episode (planting the attack, if any), `execute` runs a
+call through the guard, `observe` delimits untrusted results and `report` says what happened at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from envgym.guard.core import Confirm, ConfirmationRequest, Guard, GuardConfig, GuardSession, serves_goal
+from envgym.loader import EnvironmentData
+from envgym.protocol import ParsedCall
+from envgym.world.errors import EnvConfigError, ReplayError
+from envgym.world.replay import Plant
+from envgym.world.spec import TaskSpec, ToolCall
+from envgym.world.state import WorldState
+from envgym.world.tools import ToolErrorKind, ToolResult, resolve_python
+
+
+class AttackSuite(Protocol):
+    """The prompt-injection attacks of an environment (named by `meta.attacks` in world.yaml).
+
+    An attack id is `<goal>/<template>`. `plant` writes the rendered payload into the records a task's tools will
+    return; `goal_reached` is the security predicate on a final state (True: the attacker won); `attacker_calls`
+    are the calls that reach the goal from `state`, for the scripted attacker-obeying policy.
+    """
+
+    def attack_ids(self) -> list[str]: ...
+
+    def payload(self, state: WorldState, attack_id: str) -> str: ...
+
+    def plant(self, state: WorldState, task: TaskSpec, attack_id: str) -> None: ...
+
+    def goal_reached(self, state: WorldState, attack_id: str) -> bool: ...
+
+    def attacker_calls(self, state: WorldState, attack_id: str) -> list[ToolCall]: ...
+
+
+class EpisodeGuard:
+    """The guard, the confirmation mode and the attack suite of one env, and the state of the current episode.
+
+    `guard` is None when the guard is off; `session` is None outside an episode or when no call can ever need
+    confirmation. `attack` is the attack planted in the current episode (None: a benign episode).
+    """
+
+    def __init__(self, data: EnvironmentData, guard: bool | dict[str, Any] | GuardConfig | None,
+                 confirm: str | Confirm | None, attack: str | None):
+        self.data = data
+        self.guard = Guard.build(data.world, guard)
+        mode = confirm if confirm is not None else (self.guard.config.confirm if self.guard else "deny")
+        if isinstance(mode, str) and mode not in ("deny", "user"):
+            raise EnvConfigError(f"confirm={mode!r}: expected 'deny', 'user' or a callable")
+        self.confirm_mode: str | Confirm = mode
+        self.attacks = self._load_attacks(data)
+        if attack is not None:
+            self.check_attack(attack)
+        self.fixed_attack = attack
+        self.session: GuardSession | None = None
+        self.attack: str | None = None
+
+    @staticmethod
+    def _load_attacks(data: EnvironmentData) -> AttackSuite | None:
+        ref = data.world.meta.get("attacks")
+        return resolve_python(data.directory, ref)() if ref else None
+
+    # The attack suite is an object of a module imported from the env folder, which another process does not have:
+    # a pickle leaves it out and unpickling loads it again.
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "attacks": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.attacks = self._load_attacks(self.data)
+
+    def system_note(self) -> str:
+        """What the system prompt says about delimited data ('' when nothing is delimited)."""
+        return self.guard.system_note() if self.guard is not None else ""
+
+    def check_attack(self, attack: str) -> None:
+        if self.attacks is None:
+            raise EnvConfigError(f"environment {self.data.name!r} has no attack suite (meta.attacks in world.yaml)")
+        if attack not in self.attacks.attack_ids():
+            raise EnvConfigError(f"unknown attack {attack!r} for {self.data.name!r}; "
+                                 f"e.g. {self.attacks.attack_ids()[:3]}")
+
+    def start(self, state: WorldState, task: TaskSpec, attack: str | None) -> None:
+        """Open an episode on `state`: plant `attack` (None: benign) and start a fresh guard session."""
+        if attack is not None:
+            self.check_attack(attack)
+            assert self.attacks is not None
+            self.attacks.plant(state, task, attack)
+        self.attack = attack
+        self.session = self.guard.session() if self.guard is not None and self.guard.active else None
+
+    @property
+    def plant(self) -> Plant | None:
+        return self.attacks.plant if self.attacks is not None else None
+
+    def target_state(self, task: TaskSpec) -> WorldState:
+        """The state the reference solution reaches from this episode's start (with the attack planted)."""
+        return self.data.target_state(task, self.attack, self.plant)
+
+    def target_hash(self, task: TaskSpec) -> str:
+        return self.data.target_hash(task, self.attack, self.plant)
+
+    def execute(self, state: WorldState, task: TaskSpec, call: ParsedCall, messages: list[dict[str, Any]],
+                run: Callable[[ParsedCall], ToolResult]) -> ToolResult:
+        """Run `call` through the guard: a held call runs (through `run(call)`) only if confirmation approves it."""
+        session = self.session
+        if session is not None and session.needs_check(call.name):
+            said = "\n".join(str(m.get("content") or "") for m in messages if m["role"] in ("system", "user"))
+            reasons = session.check(call.name, call.arguments, state, said)
+            if reasons:
+                request = ConfirmationRequest(call.name, dict(call.arguments), tuple(reasons))
+                approved = self._confirm(request, state, task)
+                session.decisions.append({"tool": call.name, "approved": approved})
+                if not approved:
+                    mode = self.confirm_mode if isinstance(self.confirm_mode, str) else "callback"
+                    return ToolResult(False, error=session.refusal(request, mode),
+                                      error_kind=ToolErrorKind.GUARD_DENIED)
+        return run(call)
+
+    def _confirm(self, request: ConfirmationRequest, state: WorldState, task: TaskSpec) -> bool:
+        if callable(self.confirm_mode):
+            return bool(self.confirm_mode(request))
+        if self.confirm_mode == "user":
+            try:
+                target = self.target_state(task)
+            except ReplayError:  # without a goal state the simulated user cannot tell, so it declines
+                return False
+            return serves_goal(self.data.executor, state, target, request.tool, request.arguments)
+        return False
+
+    def observe(self, tool: str, ok: bool, content: str) -> str:
+        """The tool result the agent sees (delimited when untrusted); records where it came from."""
+        return self.session.observe(tool, ok, content) if self.session is not None else content
+
+    def report(self, state: WorldState | None) -> dict[str, Any]:
+        """End-of-episode security info: the guard's held calls and the attack's outcome."""
+        report: dict[str, Any] = {"guard": list(self.session.decisions) if self.session else []}
+        if self.attack is not None and self.attacks is not None and state is not None:
+            report["attack"] = {"id": self.attack, "goal_reached": self.attacks.goal_reached(state, self.attack)}
+        return report

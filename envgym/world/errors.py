@@ -1,0 +1,33 @@
+"""Typed errors of the core: each names what is wrong and subclasses the builtin that callers already catch."""
+
+from __future__ import annotations
+
+
+class ReplayError(ValueError):
+    """A task's reference solution fails on the world it was written for: the task is broken, not the agent."""
+
+
+class UnknownTaskError(KeyError):
+    """A task id that the environment does not have."""
+
+    def __str__(self) -> str:  # KeyError would show the message in quotes
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownEnvironmentError(KeyError):
+    """An environment name or id that is not registered, or not backed by a folder."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class EnvConfigError(ValueError):
+    """An env setting that cannot work: no tasks, an unknown user simulator, confirmation mode or attack."""
+
+
+class BadReferenceError(ValueError):
+    """A `module:function` reference (python tools, hooks, attack suites) that is malformed."""
+
+
+class UnknownComparisonError(ValueError):
+    """A precondition or assertion names a comparison operator that does not exist."""
