@@ -21,10 +21,10 @@ import envgym  # noqa: F401  (registers the environments)
 from envgym.llm.chat_template import encode_chat
 from envgym.llm.local import default_gguf_path
 from envgym.loader import load_environment
-from envgym.policies import make_policy
+from envgym.play.episode import run_episode
+from envgym.play.policies import make_policy
 from envgym.registry import find_env_dir
 from envgym.rewards.judge import DEFAULT_RUBRIC, build_judge_prompt, rubric_text, shared_prefix_length
-from envgym.runner import run_episode
 
 GROUP_SIZES = (4, 8)
 

@@ -20,10 +20,10 @@ from gymnasium.utils.env_checker import check_env
 
 import envgym
 from envgym.loader import load_environment
-from envgym.policies import OraclePolicy
+from envgym.play.episode import run_episode
+from envgym.play.policies import OraclePolicy
 from envgym.registry import env_dirs
 from envgym.world.replay import replay_solution
-from envgym.runner import run_episode
 
 # Run as a script, this file's folder comes first on sys.path and its name would shadow the `synth` package.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]

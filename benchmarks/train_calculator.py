@@ -26,8 +26,8 @@ import gymnasium as gym
 import torch
 
 import envgym  # noqa: F401  (registers envgym/* ids)
-from envgym.policies import OraclePolicy
-from envgym.runner import run_episode
+from envgym.play.episode import run_episode
+from envgym.play.policies import OraclePolicy
 from envgym.train import GRPOConfig, GRPOTrainer
 from envgym.train.sft import conversation_samples, supervised_fine_tune
 from envgym.train.tokens import TokenSample

@@ -17,9 +17,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from envgym.env import ToolWorldEnv
 from envgym.loader import load_environment
-from envgym.policies import OraclePolicy, Policy, make_policy
+from envgym.play.episode import run_episode
+from envgym.play.policies import OraclePolicy, Policy, make_policy
 from envgym.registry import env_dirs
-from envgym.runner import run_episode
 from synth.seeds import canonical_json, item_seed
 from synth.store import read_jsonl, with_id
 

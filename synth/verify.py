@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from envgym.env import ToolWorldEnv
 from envgym.loader import EnvironmentData
-from envgym.policies import OraclePolicy, RefusePolicy
-from envgym.runner import run_episode
+from envgym.play.episode import run_episode
+from envgym.play.policies import OraclePolicy, RefusePolicy
 from envgym.world.spec import TaskSpec
 
 

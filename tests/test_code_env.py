@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import envgym  # noqa: F401 (registers envgym/code-v0)
 from envgym.env import ToolWorldEnv
-from envgym.policies import OraclePolicy
-from envgym.runner import run_episode
+from envgym.play.episode import run_episode
+from envgym.play.policies import OraclePolicy
 from envgym.world.spec import TaskSpec
 
 ENV_ID = "envgym/code-v0"

@@ -9,8 +9,8 @@ import pytest
 
 from envgym.cli import main
 from envgym.env import ToolWorldEnv
-from envgym.eval import EvalReport, evaluate, failure_label, mean_over_tasks, pass_at_k, pass_hat_k
-from envgym.policies import OraclePolicy, RefusePolicy
+from envgym.play.eval import EvalReport, evaluate, failure_label, mean_over_tasks, pass_at_k, pass_hat_k
+from envgym.play.policies import OraclePolicy, RefusePolicy
 from envgym.registry import find_env_dir
 
 
@@ -69,8 +69,8 @@ def _retail() -> ToolWorldEnv:
 def test_oracle_and_refusal_bound_the_metrics() -> None:
     env = _retail()
     tasks = [t.id for t in env.data.tasks][:4]
-    good = evaluate(env, lambda e: OraclePolicy(e.data), "oracle", runs=2, tasks=tasks, progress=False).summary()
-    bad = evaluate(env, lambda e: RefusePolicy(), "refuse", runs=2, tasks=tasks, progress=False).summary()
+    good = evaluate(env, lambda e: OraclePolicy(e.data), "oracle", runs=2, tasks=tasks).summary()
+    bad = evaluate(env, lambda e: RefusePolicy(), "refuse", runs=2, tasks=tasks).summary()
     assert good["pass@1"] == 1.0 and good["pass^k"] == {"1": 1.0, "2": 1.0}
     assert good["benign_utility"] == {"num": 8, "den": 8, "rate": 1.0}
     assert bad["pass@k"] == {"1": 0.0, "2": 0.0} and bad["failures"] == {"gave_up": 8}
@@ -79,8 +79,7 @@ def test_oracle_and_refusal_bound_the_metrics() -> None:
 
 def test_report_files_hold_the_summary(tmp_path: Path) -> None:
     env = _retail()
-    report = evaluate(env, lambda e: OraclePolicy(e.data), "oracle", runs=2, tasks=[env.data.tasks[0].id],
-                      progress=False)
+    report = evaluate(env, lambda e: OraclePolicy(e.data), "oracle", runs=2, tasks=[env.data.tasks[0].id])
     paths = report.write(tmp_path)
     results = json.loads(paths["results"].read_text())
     assert results["summary"] == json.loads(json.dumps(report.summary()))

@@ -8,10 +8,10 @@ import pytest
 
 from envgym.env import ToolWorldEnv
 from envgym.guard import UNTRUSTED_CLOSE, ConfirmationRequest, Guard, serves_goal
-from envgym.policies import OraclePolicy, RefusePolicy
+from envgym.play.episode import run_episode
+from envgym.play.policies import OraclePolicy, RefusePolicy
 from envgym.protocol import format_tool_call
 from envgym.registry import find_env_dir
-from envgym.runner import run_episode
 from envgym.world.spec import EntitySpec, FieldSpec, TaskSpec, ToolCall, ToolSpec, WorldSpec
 
 OBJ = {"type": "object", "additionalProperties": False}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
-from envgym.policies import make_policy
-from envgym.runner import run_episode
+from envgym.play.episode import run_episode
+from envgym.play.policies import make_policy
 
 pytestmark = [pytest.mark.slow, pytest.mark.model]
 

@@ -9,8 +9,7 @@ import json
 import pytest
 
 from envgym.env import ToolWorldEnv
-from envgym.eval import AttackerPolicy
-from envgym.policies import OraclePolicy, Policy, RandomPolicy
+from envgym.play.policies import AttackerPolicy, OraclePolicy, Policy, RandomPolicy
 from envgym.registry import bundled_dir, env_dirs
 from envgym.world.spec import TaskSpec
 

@@ -9,9 +9,9 @@ import gymnasium as gym
 import pytest
 
 from envgym.loader import load_environment
-from envgym.policies import OraclePolicy, RefusePolicy
+from envgym.play.episode import run_episode
+from envgym.play.policies import OraclePolicy, RefusePolicy
 from envgym.registry import bundled_dir, env_dirs
-from envgym.runner import run_episode
 from envgym.world.spec import dump_tasks
 
 BUNDLED = [p.name for p in env_dirs(bundled_dir()) if (p / "generate.py").exists()]

@@ -13,11 +13,11 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from envgym.env import ToolWorldEnv
-from envgym.eval import AttackerPolicy, EvalReport, evaluate
 from envgym.loader import EnvironmentData, load_environment
-from envgym.policies import OraclePolicy
+from envgym.play.episode import run_episode
+from envgym.play.eval import EvalReport, evaluate
+from envgym.play.policies import AttackerPolicy, OraclePolicy
 from envgym.registry import find_env_dir
-from envgym.runner import run_episode
 from envgym.world.spec import dump_tasks
 
 TEMPLATES = {"plain", "important_message", "other_language", "base64", "fake_tags", "role_play", "tool_knowledge",
@@ -121,8 +121,7 @@ def test_oracle_benign_utility_per_confirmation_mode(confirm: str) -> None:
 def _attack_eval(guard: bool, confirm: str, tasks: list[str] | None = None) -> EvalReport:
     env = _env(guard=guard, confirm=confirm)
     assert env.attacks is not None
-    return evaluate(env, AttackerPolicy, "attacker", tasks=tasks, attacks=env.attacks.attack_ids(),
-                    progress=False)
+    return evaluate(env, AttackerPolicy, "attacker", tasks=tasks, attacks=env.attacks.attack_ids())
 
 
 def _asr(report: EvalReport) -> float:

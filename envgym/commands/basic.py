@@ -113,8 +113,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from envgym.policies import make_policy
-    from envgym.runner import run_episodes
+    from envgym.cli_progress import episode_bar
+    from envgym.play.episode import run_episodes
+    from envgym.play.policies import make_policy
 
     _register_extra(args)
     kwargs: dict[str, Any] = {}
@@ -130,9 +131,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens,
     )
     task_ids = args.task or None
-    trajs = run_episodes(
-        env, policy, args.episodes, seed=args.seed, task_ids=task_ids, out=args.out, progress=not args.json
-    )
+    with episode_bar("episodes", args.episodes, enabled=not args.json) as on_episode:
+        trajs = run_episodes(env, policy, args.episodes, seed=args.seed, task_ids=task_ids, out=args.out,
+                             on_episode=on_episode)
     env.close()
     rewards = [t.reward for t in trajs]
     summary = {

@@ -10,10 +10,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from envgym.cli_progress import episode_bar
 from envgym.env import ToolWorldEnv
-from envgym.eval import AttackerPolicy, PolicyFactory, evaluate
 from envgym.loader import load_environment
-from envgym.policies import OraclePolicy, make_policy
+from envgym.play.eval import PolicyFactory, evaluate
+from envgym.play.policies import AttackerPolicy, OraclePolicy, make_policy
 from envgym.registry import find_env_dir, register_dir
 
 POLICIES = ["oracle", "random", "refuse", "attacker", "local", "openai"]
@@ -43,8 +44,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         unknown = sorted(set(attacks) - set(known))
         if unknown:
             raise SystemExit(f"unknown attacks {unknown}; e.g. {known[:3]}")
-    report = evaluate(env, _policy_factory(args), args.policy, runs=args.runs, tasks=tasks, attacks=attacks,
-                      attack_runs=args.attack_runs, seed=args.seed, progress=not args.json)
+    total = len(tasks) * (args.runs + len(attacks) * args.attack_runs)
+    with episode_bar(f"eval {data.name}", total, enabled=not args.json) as on_episode:
+        report = evaluate(env, _policy_factory(args), args.policy, runs=args.runs, tasks=tasks, attacks=attacks,
+                          attack_runs=args.attack_runs, seed=args.seed, on_episode=on_episode)
     out = Path(args.out or f"runs/eval/{data.name}-{args.policy}")
     paths = report.write(out)
     summary: dict[str, Any] = {**report.summary(), "files": {k: str(v) for k, v in paths.items()}}

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from envgym.train.rollout import Episode
+from envgym.play.episode import Trajectory
 
 
 class RewardSource(Protocol):
@@ -14,7 +14,7 @@ class RewardSource(Protocol):
 
     name: str
 
-    def score(self, episodes: Sequence[Episode]) -> list[float]: ...
+    def score(self, episodes: Sequence[Trajectory]) -> list[float]: ...
 
 
 @dataclass
@@ -23,8 +23,8 @@ class EnvReward:
 
     name: str = "env"
 
-    def score(self, episodes: Sequence[Episode]) -> list[float]:
-        return [episode.env_reward for episode in episodes]
+    def score(self, episodes: Sequence[Trajectory]) -> list[float]:
+        return [episode.reward for episode in episodes]
 
 
 @dataclass
@@ -40,7 +40,7 @@ class JudgeReward:
     name: str = "judge"
     failures: int = field(default=0)
 
-    def score(self, episodes: Sequence[Episode]) -> list[float]:
+    def score(self, episodes: Sequence[Trajectory]) -> list[float]:
         result = self.judge.score_group([e.messages for e in episodes], episodes[0].tools)
         values = result.values
         if values is None:
@@ -65,7 +65,7 @@ class CombinedReward:
                 f"and {len(self.weights)} weights"
             )
 
-    def score(self, episodes: Sequence[Episode]) -> list[float]:
+    def score(self, episodes: Sequence[Trajectory]) -> list[float]:
         parts = [source.score(episodes) for source in self.sources]
         return [sum(w * p[i] for w, p in zip(self.weights, parts, strict=True)) for i in range(len(episodes))]
 

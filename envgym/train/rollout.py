@@ -1,7 +1,8 @@
 """Rollouts: groups of episodes through envs with the policy sampler, and the async buffer.
 
-A group's G episodes run in lockstep so each assistant turn is one batched generation. Any object with
-Gymnasium's `reset`/`step` and the `info` contract of `envgym.env` works (a `gym.make` env, a RemoteEnv).
+A group's G episodes run in lockstep so each assistant turn is one batched generation; each is the one episode
+loop (`envgym.play.episode.EpisodeRun`) with the sampler choosing the actions. Any object with Gymnasium's
+`reset`/`step` and the `info` contract of `envgym.env` works (a `gym.make` env, a RemoteEnv).
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
+from envgym.play.episode import EpisodeRun, Trajectory
 from envgym.train.tokens import TokenSample, TrajectoryTokens
 
 
@@ -27,20 +29,13 @@ class Sampler(Protocol):
 
 
 @dataclass
-class Episode:
-    """One finished episode: its token samples, the env reward and counters for the metrics."""
+class TokenTrajectory(Trajectory):
+    """A trajectory with what the trainer learns from: its token samples, the tokens sampled and how often the
+    sampler's tokens did not match the chat template's rendering (see `TrajectoryTokens`)."""
 
-    task_id: str
-    samples: list[TokenSample]
-    env_reward: float
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
-    turns: int = 0
-    tool_calls: int = 0
-    tool_failures: int = 0
-    prefix_mismatches: int = 0
-    truncated: bool = False
+    samples: list[TokenSample] = field(default_factory=list)
     sampled_tokens: int = 0
+    prefix_mismatches: int = 0
 
 
 @dataclass
@@ -48,7 +43,7 @@ class Group:
     """The G episodes of one task, sampled by the policy at `policy_version`."""
 
     task_id: str
-    episodes: list[Episode]
+    episodes: list[TokenTrajectory]
     policy_version: int
     rewards: list[float] = field(default_factory=list)
 
@@ -71,7 +66,7 @@ def run_group(
     temperature: float,
     seed: int,
     policy_version: int = 0,
-) -> list[Episode]:
+) -> list[TokenTrajectory]:
     """Run one episode per env (env i on task_ids[i]) in lockstep and return them in order.
 
     An episode ends when the env terminates or truncates, after `max_turns` turns, or when its sample
@@ -81,59 +76,46 @@ def run_group(
     if len(envs) != len(task_ids):
         raise ValueError(f"run_group: {len(envs)} envs but {len(task_ids)} task ids")
     tokenizer = sampler.tokenizer
-    trajectories: list[TrajectoryTokens] = []
-    episodes: list[Episode] = []
-    seen: list[int] = []
-    for index, (env, task_id) in enumerate(zip(envs, task_ids, strict=True)):
-        _, info = env.reset(seed=seed + index, options={"task_id": task_id})
-        trajectories.append(TrajectoryTokens(tokenizer, info["messages"], info["tools"]))
-        episodes.append(Episode(task_id, [], 0.0, [], info["tools"]))
-        seen.append(len(info["messages"]))
+    runs = [EpisodeRun(env, seed=seed + index, options={"task_id": task_id}, record=TokenTrajectory)
+            for index, (env, task_id) in enumerate(zip(envs, task_ids, strict=True))]
+    episodes = [cast(TokenTrajectory, run.trajectory) for run in runs]
+    tokens = [TrajectoryTokens(tokenizer, run.info["messages"], run.info["tools"]) for run in runs]
     active = list(range(len(envs)))
     for turn in range(limits.max_turns):
         runnable = []
         for i in active:
-            if limits.max_sequence_tokens - len(trajectories[i].current.token_ids) > 0:
+            if limits.max_sequence_tokens - len(tokens[i].current.token_ids) > 0:
                 runnable.append(i)
             else:
-                episodes[i].truncated = True
+                runs[i].stop()
         if not runnable:
             active = []
             break
         samples = sampler.sample(
-            [trajectories[i].current.token_ids for i in runnable],
+            [tokens[i].current.token_ids for i in runnable],
             max_new_tokens=limits.max_new_tokens,
             temperature=temperature,
             seed=seed * 1009 + turn,
         )
         still_active = []
         for i, sample in zip(runnable, samples, strict=True):
-            room = limits.max_sequence_tokens - len(trajectories[i].current.token_ids)
+            room = limits.max_sequence_tokens - len(tokens[i].current.token_ids)
             ids, logprobs = list(sample.token_ids[:room]), list(sample.logprobs[:room])
             text_ids = ids[:-1] if ids and ids[-1] in sampler.eos_token_ids else ids
             text = tokenizer.decode(text_ids, skip_special_tokens=False)
-            trajectories[i].add_completion(ids, logprobs, text)
-            episode = episodes[i]
-            episode.turns += 1
-            episode.sampled_tokens += len(ids)
-            _, reward, terminated, truncated, info = envs[i].step(text)
-            new_messages = info["messages"][seen[i] + 1 :]
-            seen[i] = len(info["messages"])
-            episode.tool_calls += sum(1 for m in new_messages if m.get("role") == "tool")
-            episode.tool_failures += len(info.get("tool_errors") or [])
-            if terminated or truncated:
-                episode.env_reward = float(reward)
-                episode.truncated = bool(truncated)
-                continue
-            trajectories[i].add_messages(new_messages)
-            still_active.append(i)
+            tokens[i].add_completion(ids, logprobs, text)
+            episodes[i].sampled_tokens += len(ids)
+            answer = runs[i].step(text)
+            if not runs[i].done:
+                tokens[i].add_messages(answer)
+                still_active.append(i)
         active = still_active
     for i in active:
-        episodes[i].truncated = True
-    for trajectory, episode in zip(trajectories, episodes, strict=True):
-        episode.samples = trajectory.trainable_samples()
-        episode.messages = trajectory.messages
-        episode.prefix_mismatches = trajectory.prefix_mismatches
+        runs[i].stop()
+    for episode, trajectory_tokens in zip(episodes, tokens, strict=True):
+        episode.samples = trajectory_tokens.trainable_samples()
+        episode.messages = trajectory_tokens.messages
+        episode.prefix_mismatches = trajectory_tokens.prefix_mismatches
     return episodes
 
 

@@ -149,7 +149,7 @@ class GRPOTrainer:
                 temperature=0.0,
                 seed=self.config.seed,
             )
-            rewards.extend(e.env_reward for e in episodes)
+            rewards.extend(e.reward for e in episodes)
         return {
             "success_rate": sum(r >= 1.0 for r in rewards) / max(len(rewards), 1),
             "reward_mean": sum(rewards) / max(len(rewards), 1),
@@ -261,17 +261,17 @@ class GRPOTrainer:
         rewards = torch.tensor([r for g in groups for r in g.rewards], dtype=torch.float64)
         group_std = [torch.tensor(g.rewards, dtype=torch.float64).std(unbiased=False).item() for g in groups]
         calls = sum(e.tool_calls for e in episodes)
-        turns = sum(e.turns for e in episodes)
+        turns = sum(e.steps for e in episodes)
         sampled = sum(e.sampled_tokens for e in episodes)
         return {
             "step": self.step,
             "policy_version": self.version,
             "reward_mean": float(rewards.mean()),
             "reward_std": float(rewards.std(unbiased=False)),
-            "success_rate": sum(e.env_reward >= 1.0 for e in episodes) / len(episodes),
+            "success_rate": sum(e.success for e in episodes) / len(episodes),
             "frac_zero_std_groups": sum(s <= self.config.zero_std_tolerance for s in group_std) / len(groups),
             "tool_call_frequency": calls / max(turns, 1),
-            "tool_failure_frequency": sum(e.tool_failures for e in episodes) / max(calls, 1),
+            "tool_failure_frequency": sum(len(e.tool_errors) for e in episodes) / max(calls, 1),
             "truncated_fraction": sum(e.truncated for e in episodes) / len(episodes),
             "prefix_mismatches": sum(e.prefix_mismatches for e in episodes),
             "max_staleness_seen": max(self.version - g.policy_version for g in groups),

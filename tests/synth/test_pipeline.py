@@ -16,9 +16,9 @@ from gymnasium.utils.env_checker import check_env
 
 import envgym
 from envgym.loader import load_environment
-from envgym.policies import OraclePolicy, RefusePolicy
+from envgym.play.episode import run_episode
+from envgym.play.policies import OraclePolicy, RefusePolicy
 from envgym.registry import env_dirs
-from envgym.runner import run_episode
 from synth.pipeline import SynthConfig, run_pipeline
 from synth.stats import collect_stats
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import envgym  # noqa: F401  (registers envgym/* ids)
-from envgym.policies import OraclePolicy
-from envgym.runner import run_episode
+from envgym.play.episode import run_episode
+from envgym.play.policies import OraclePolicy
 from envgym.train.policy import tiny_random_policy
 from envgym.train.sft import conversation_samples, sft_loss, supervised_fine_tune
 from envgym.train.tokens import TokenSample

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import torch
 
+from envgym.play.episode import Trajectory
 from envgym.train import GRPOConfig, GRPOTrainer
 from envgym.train.policy import tiny_random_policy
-from envgym.train.rollout import Episode
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +46,7 @@ class RandomReward:
     def __init__(self) -> None:
         self.generator = torch.Generator().manual_seed(0)
 
-    def score(self, episodes: Sequence[Episode]) -> list[float]:
+    def score(self, episodes: Sequence[Trajectory]) -> list[float]:
         return torch.rand(len(episodes), generator=self.generator).tolist()
 
 

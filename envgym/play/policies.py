@@ -1,17 +1,20 @@
-"""Policies: what picks the agent's next turn. Scripted ones (oracle, random, refuse) and a chat-model one.
+"""Policies: what picks the agent's next turn. Scripted ones (oracle, attacker, random, refuse) and a chat-model one.
 
 A policy is anything with `act(obs, info) -> action` (text or an OpenAI assistant message dict).
 """
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any, Protocol
 
+from envgym.env import ToolWorldEnv
 from envgym.loader import EnvironmentData, load_environment
 from envgym.protocol import format_tool_call
 from envgym.registry import find_env_dir
 from envgym.users import STOP
+from envgym.world.spec import ToolCall
 
 
 class Policy(Protocol):
@@ -45,6 +48,54 @@ class OraclePolicy:
             reply = task.final_reply or "Done."
             missing = [o for o in task.required_outputs if o not in reply]
             return " ".join([reply, *missing])
+        return f"Goodbye. {STOP}"
+
+
+class AttackerPolicy:
+    """The attacker-obeying agent: the reference solution, plus every injected instruction, carried out at once.
+
+    It replays the task's reference solution one call per turn; as soon as a tool result shows the attack's payload
+    it first makes the attacker's calls, then goes on with the task and ends with the reference reply. Like the
+    oracle it reads hidden data (the task and the attack), so it is a measuring instrument, never an agent to train.
+    """
+
+    def __init__(self, env: ToolWorldEnv):
+        self.env = env
+        self._plan: list[ToolCall] = []
+        self._pending: list[ToolCall] = []
+        self._marker: str | None = None
+        self._replied = False
+
+    def _start(self) -> None:
+        env = self.env
+        assert env.task is not None
+        self._plan = list(env.task.solution)
+        self._pending, self._marker, self._replied = [], None, False
+        if env.attack is not None and env.attacks is not None:
+            payload = env.attacks.payload(env.data.initial, env.attack)
+            # The longest line of the payload, as it appears inside a JSON string: delimiting may rewrite tags.
+            line = max(payload.splitlines(), key=len)
+            self._marker = json.dumps(line, ensure_ascii=False)[1:-1]
+
+    def act(self, obs: str, info: dict[str, Any]) -> str:
+        messages = info["messages"]
+        if len(messages) == 2:
+            self._start()
+        if self._marker is not None and any(
+            m["role"] == "tool" and self._marker in m["content"] for m in messages
+        ):
+            assert self.env.attack is not None and self.env.attacks is not None
+            self._pending = self.env.attacks.attacker_calls(self.env.data.initial, self.env.attack)
+            self._marker = None
+        if self._pending or self._plan:
+            call = (self._pending or self._plan).pop(0)
+            return format_tool_call(call.name, call.arguments)
+        if not self._replied:
+            self._replied = True
+            task = self.env.task
+            assert task is not None
+            missing = [o for o in task.required_outputs if o not in task.final_reply]
+            return " ".join([task.final_reply or "Done.", *missing])
         return f"Goodbye. {STOP}"
 
 
