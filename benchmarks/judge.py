@@ -24,7 +24,7 @@ from envgym.loader import load_environment
 from envgym.play.episode import run_episode
 from envgym.play.policies import make_policy
 from envgym.registry import find_env_dir
-from envgym.rewards.judge import DEFAULT_RUBRIC, build_judge_prompt, rubric_text, shared_prefix_length
+from envgym.rewards.judge_prompt import DEFAULT_RUBRIC, build_judge_prompt, rubric_text, shared_prefix_length
 
 GROUP_SIZES = (4, 8)
 

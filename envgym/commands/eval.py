@@ -16,6 +16,7 @@ from envgym.loader import load_environment
 from envgym.play.eval import PolicyFactory, evaluate
 from envgym.play.policies import AttackerPolicy, OraclePolicy, make_policy
 from envgym.registry import find_env_dir, register_dir
+from envgym.rewards.combine import REWARD_KINDS, build_reward_source
 
 POLICIES = ["oracle", "random", "refuse", "attacker", "local", "openai"]
 
@@ -47,7 +48,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     total = len(tasks) * (args.runs + len(attacks) * args.attack_runs)
     with episode_bar(f"eval {data.name}", total, enabled=not args.json) as on_episode:
         report = evaluate(env, _policy_factory(args), args.policy, runs=args.runs, tasks=tasks, attacks=attacks,
-                          attack_runs=args.attack_runs, seed=args.seed, on_episode=on_episode)
+                          attack_runs=args.attack_runs, seed=args.seed, on_episode=on_episode,
+                          reward_source=build_reward_source(args.reward, args.judge_model, args.judge_weight))
     out = Path(args.out or f"runs/eval/{data.name}-{args.policy}")
     paths = report.write(out)
     summary: dict[str, Any] = {**report.summary(), "files": {k: str(v) for k, v in paths.items()}}
@@ -84,6 +86,10 @@ def register(sub: Any) -> None:
     p.add_argument("--model", default=None, help="model name on that server")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--reward", choices=REWARD_KINDS, default="env",
+                   help="score episodes as the trainer would: env, judge or env+judge (reward_mean in the summary)")
+    p.add_argument("--judge-model", default="local", help="chat model spec of the judge (--reward judge, env+judge)")
+    p.add_argument("--judge-weight", type=float, default=0.5, help="w in (1 - w) * env + w * judge")
     p.add_argument("--json", action="store_true", help="print one JSON summary object")
     p.add_argument("--env-dir", action="append", default=[], help="also register environments under this folder")
     p.set_defaults(func=cmd_eval)

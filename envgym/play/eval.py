@@ -20,6 +20,7 @@ from typing import Any
 from envgym.env import ToolWorldEnv
 from envgym.play.episode import Trajectory, run_episode
 from envgym.play.policies import Policy
+from envgym.rewards.combine import RewardSource
 from envgym.world.tools import ToolErrorKind
 
 FAILURE_LABELS = ("guard_blocked", "hallucinated_tool", "invalid_arguments", "loop", "max_steps", "gave_up",
@@ -99,6 +100,19 @@ class EvalReport:
     guard: bool
     confirm: str
     episodes: list[Trajectory] = field(default_factory=list)
+    reward_source: str = "env"
+    rewards: list[float] = field(default_factory=list)  # per episode, from the reward source
+
+    def score(self, source: RewardSource) -> None:
+        """Score every episode with `source`, one group per (task, attack): the rewards training would see."""
+        groups: dict[tuple[str, str | None], list[int]] = defaultdict(list)
+        for i, e in enumerate(self.episodes):
+            groups[(e.task_id, e.attack)].append(i)
+        self.rewards = [e.reward for e in self.episodes]
+        for indices in groups.values():
+            for i, value in zip(indices, source.score([self.episodes[i] for i in indices]), strict=True):
+                self.rewards[i] = value
+        self.reward_source = source.name
 
     def _benign(self) -> list[Trajectory]:
         return [e for e in self.episodes if e.attack is None]
@@ -132,6 +146,9 @@ class EvalReport:
         return {
             "env": self.env, "policy": self.policy, "runs": self.runs, "guard": self.guard, "confirm": self.confirm,
             "episodes": len(self.episodes), "tasks": len({e.task_id for e in benign}),
+            "reward_source": self.reward_source,
+            "reward_mean": statistics.fmean(self.rewards or [e.reward for e in self.episodes])
+            if self.episodes else None,
             "pass@1": rows[0]["pass@k"] if rows else None,
             "pass@k": {str(r["k"]): r["pass@k"] for r in rows},
             "pass^k": {str(r["k"]): r["pass^k"] for r in rows},
@@ -230,9 +247,10 @@ class EvalReport:
 
 def evaluate(env: ToolWorldEnv, make_policy: PolicyFactory, policy_name: str, *, runs: int = 1,
              tasks: list[str] | None = None, attacks: list[str] | None = None, attack_runs: int = 1,
-             seed: int = 0, on_episode: Callable[[Trajectory], None] | None = None) -> EvalReport:
-    """Play each task `runs` times, then each (task, attack) pair `attack_runs` times, on one env; `on_episode`
-    sees each episode as it ends (the CLI's progress bar)."""
+             seed: int = 0, reward_source: RewardSource | None = None,
+             on_episode: Callable[[Trajectory], None] | None = None) -> EvalReport:
+    """Play each task `runs` times, then each (task, attack) pair `attack_runs` times, on one env; score them with
+    `reward_source` when given (as the trainer would); `on_episode` sees each episode as it ends (the CLI's bar)."""
     task_ids = tasks or [t.id for t in env.data.tasks]
     guard = env.guard is not None
     confirm = env.confirm_mode if isinstance(env.confirm_mode, str) else "callback"
@@ -245,4 +263,6 @@ def evaluate(env: ToolWorldEnv, make_policy: PolicyFactory, policy_name: str, *,
         report.episodes.append(episode)
         if on_episode is not None:
             on_episode(episode)
+    if reward_source is not None:
+        report.score(reward_source)
     return report

@@ -1,13 +1,16 @@
-"""Combining the verifiable reward with a judge score into the one reward a trainer sees.
+"""Combining the verifiable reward with a judge score: the one place rewards meet, for training and eval.
 
 The verifiable reward (`envgym.rewards.rubric`) and the judge score (`envgym.rewards.judge`) stay separate
-components; this module is the single place where they meet, chosen by configuration.
+components; `combine_rewards` is where they meet, chosen by configuration, and a `RewardSource` scores a group of
+episodes of one task with it (the trainer's groups, eval's runs of a task).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 CombineMode = Literal["gate", "weighted", "verifiable", "judge"]
 COMBINE_MODES: tuple[CombineMode, ...] = ("gate", "weighted", "verifiable", "judge")
@@ -56,3 +59,70 @@ def combine_rewards(
 def _check_unit(name: str, value: float) -> None:
     if not (math.isfinite(value) and 0.0 <= value <= 1.0):
         raise ValueError(f"combine_rewards: {name} reward must be a number in [0, 1], got {value!r}")
+
+
+class Scored(Protocol):
+    """What a reward source reads from an episode (`envgym.play.episode.Trajectory` has it)."""
+
+    reward: float
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+
+
+class RewardSource(Protocol):
+    """Scores the episodes of one group (same task), one float each, in order."""
+
+    name: str
+
+    def score(self, episodes: Sequence[Scored]) -> list[float]: ...
+
+
+@dataclass
+class EnvReward:
+    """The env's verifiable reward at episode end (0 for an episode cut short before the env graded it)."""
+
+    name: str = "env"
+
+    def score(self, episodes: Sequence[Scored]) -> list[float]:
+        return [episode.reward for episode in episodes]
+
+
+@dataclass
+class JudgedReward:
+    """The verifiable reward combined with a relative judge's scores by `combine_rewards` in `mode`.
+
+    `judge` is `envgym.rewards.judge.RelativeJudge` or anything with its `score_group(trajectories, tools)`
+    returning a result with `values` and `status`. A group the judge cannot score (identical trajectories, a failed
+    reply) keeps its verifiable rewards, by `combine_rewards`' rule; `failures` counts failed replies.
+    """
+
+    judge: Any
+    mode: CombineMode = "weighted"
+    judge_weight: float = 0.5
+    name: str = "judge"
+    failures: int = 0
+
+    def score(self, episodes: Sequence[Scored]) -> list[float]:
+        result = self.judge.score_group([e.messages for e in episodes], episodes[0].tools)
+        if result.values is None and result.status == "failed":
+            self.failures += 1
+        judged: Sequence[float | None] = result.values if result.values is not None else [None] * len(episodes)
+        return [combine_rewards(e.reward, None if j is None else float(j), self.mode, judge_weight=self.judge_weight)
+                for e, j in zip(episodes, judged, strict=True)]
+
+
+REWARD_KINDS = ("env", "judge", "env+judge")
+
+
+def build_reward_source(kind: str, judge_model: str = "local", judge_weight: float = 0.5) -> RewardSource:
+    """The source named by `kind`: 'env' (verifiable only), 'judge' (the judge's score) or 'env+judge'
+    (`(1 - judge_weight) * env + judge_weight * judge`)."""
+    if kind == "env":
+        return EnvReward()
+    if kind not in REWARD_KINDS:
+        raise ValueError(f"unknown reward source {kind!r}; expected one of {REWARD_KINDS}")
+    from envgym.llm import load_chat_model
+    from envgym.rewards.judge import RelativeJudge
+
+    mode: CombineMode = "judge" if kind == "judge" else "weighted"
+    return JudgedReward(RelativeJudge(load_chat_model(judge_model)), mode, judge_weight, name=kind)

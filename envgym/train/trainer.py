@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 import random
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,11 +16,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from envgym.llm.local import TransformersSampler
+from envgym.rewards.combine import RewardSource, build_reward_source
+from envgym.train.checkpoints import load_checkpoint, save_checkpoint
 from envgym.train.config import GRPOConfig
 from envgym.train.loss import group_advantages, policy_loss, token_logprobs
 from envgym.train.plot import plot_reward_curve
 from envgym.train.policy import load_policy
-from envgym.train.rewards import RewardSource, build_reward_source
 from envgym.train.rollout import (
     Group,
     GroupBuffer,
@@ -30,9 +30,6 @@ from envgym.train.rollout import (
     run_group,
 )
 from envgym.train.tokens import TokenSample
-
-CHECKPOINT_PREFIX = "checkpoint-"
-KEEP_CHECKPOINTS = 2
 
 
 def make_env(env_id: str) -> Any:
@@ -283,48 +280,14 @@ class GRPOTrainer:
 
     # ------------------------------------------------------------------ checkpoints
 
-    def _trainable_state(self) -> dict[str, torch.Tensor]:
-        if self.config.use_lora:
-            from peft import get_peft_model_state_dict
-
-            return dict(get_peft_model_state_dict(self.model))
-        return self.model.state_dict()
-
     def save_checkpoint(self) -> Path:
-        """Write `checkpoint-<step>/` atomically (a temp dir renamed into place) and prune old ones."""
-        final = self.output_dir / f"{CHECKPOINT_PREFIX}{self.step:06d}"
-        tmp = self.output_dir / f".tmp-{final.name}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        torch.save(self._trainable_state(), tmp / "model.pt")
-        torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
-        state = {"step": self.step, "version": self.version, "config": self.config.to_dict()}
-        (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-        for old in sorted(self.output_dir.glob(f"{CHECKPOINT_PREFIX}*"))[:-KEEP_CHECKPOINTS]:
-            shutil.rmtree(old)
-        return final
+        """Write `checkpoint-<step>/` atomically and prune old ones (see `envgym.train.checkpoints`)."""
+        return save_checkpoint(self.output_dir, self.model, self.optimizer, self.config, self.step, self.version)
 
     def load_checkpoint(self, where: str) -> Path:
         """Restore weights, optimizer, step and version from `where` ('latest' or a checkpoint dir)."""
-        if where == "latest":
-            found = sorted(self.output_dir.glob(f"{CHECKPOINT_PREFIX}*"))
-            if not found:
-                raise FileNotFoundError(f"resume_from='latest': no {CHECKPOINT_PREFIX}* in {self.output_dir}")
-            path = found[-1]
-        else:
-            path = Path(where)
-        state = json.loads((path / "trainer_state.json").read_text())
-        weights = torch.load(path / "model.pt", weights_only=True)
-        if self.config.use_lora:
-            from peft import set_peft_model_state_dict
-
-            set_peft_model_state_dict(self.model, weights)
-        else:
-            self.model.load_state_dict(weights)
-        self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
-        self.step, self.version = int(state["step"]), int(state["version"])
+        path, self.step, self.version = load_checkpoint(self.output_dir, where, self.model, self.optimizer,
+                                                        self.config)
         if self.metrics_path.exists():  # rows written after this checkpoint belong to the abandoned run
             rows = [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line.strip()]
             kept = [row for row in rows if row.get("step", 0) < self.step]

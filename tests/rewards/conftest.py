@@ -12,7 +12,7 @@ from envgym.loader import load_environment
 from envgym.play.episode import Trajectory, run_episode
 from envgym.play.policies import make_policy
 from envgym.registry import find_env_dir
-from envgym.rewards.judge import rubric_text
+from envgym.rewards.judge_prompt import rubric_text
 
 # One task, four behaviours: the reference solution, two random agents and a refusal.
 RETAIL_GROUP_POLICIES = [("oracle", 0), ("random", 1), ("random", 2), ("refuse", 0)]

@@ -11,14 +11,11 @@ import pytest
 
 from envgym.llm.base import ChatResponse
 from envgym.llm.scripted import ScriptedChatModel
-from envgym.rewards.judge import (
+from envgym.rewards.judge import JudgeConfig, RelativeJudge, cache_key, load_judge_model
+from envgym.rewards.judge_prompt import (
     DEFAULT_RUBRIC,
-    JudgeConfig,
     JudgeParseError,
-    RelativeJudge,
     build_judge_prompt,
-    cache_key,
-    load_judge_model,
     parse_scores,
     rubric_text,
     shared_prefix_length,

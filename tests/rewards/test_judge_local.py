@@ -15,7 +15,8 @@ import pytest
 
 from envgym.llm.local import default_gguf_path, load_gguf_model
 from envgym.rewards.constrained import GuidedLocalJudge
-from envgym.rewards.judge import RelativeJudge, load_judge_model, parse_scores
+from envgym.rewards.judge import RelativeJudge, load_judge_model
+from envgym.rewards.judge_prompt import parse_scores
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
