@@ -84,7 +84,7 @@ def test_async_vector_env_with_spawned_workers() -> None:
     try:
         obs, _ = vec.reset(seed=0)
         assert len(obs) == 2 and all(o.startswith("system:") for o in obs)
-        obs, rewards, *_ = vec.step(["Hello", format_tool_call("get_order_details", {"order_id": "#W0001"})])
+        obs, *_ = vec.step(["Hello", format_tool_call("get_order_details", {"order_id": "#W0001"})])
         assert len(obs) == 2 and "#W0001" in obs[1]
     finally:
         vec.close()
