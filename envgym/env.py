@@ -56,8 +56,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
-from envgym.guard import Confirm, EpisodeGuard, Guard, GuardConfig
-from envgym.guard.episode import AttackSuite
+from envgym.guard import Confirm, EpisodeGuard, GuardConfig
 from envgym.loader import EnvironmentData, build_environment, load_environment
 from envgym.protocol import (
     INVALID_CALL_NAME,
@@ -231,26 +230,6 @@ class ToolWorldEnv(gym.Env[str, Any]):
     def close(self) -> None:
         self._close_state()
         super().close()
-
-    # ---------------------------------------------------------------- the guard, for policies and reports
-
-    @property
-    def guard(self) -> Guard | None:
-        """The compiled guard (`envgym.guard.Guard`), None when off."""
-        return self.security.guard
-
-    @property
-    def attacks(self) -> AttackSuite | None:
-        return self.security.attacks
-
-    @property
-    def attack(self) -> str | None:
-        """The attack planted in this episode (None: benign)."""
-        return self.security.attack
-
-    @property
-    def confirm_mode(self) -> str | Confirm:
-        return self.security.confirm_mode
 
     # ---------------------------------------------------------------- mechanics
 

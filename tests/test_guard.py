@@ -211,7 +211,7 @@ def test_confirm_mode_is_validated() -> None:
 @pytest.mark.parametrize("name", ["retail", "travel", "calculator"])
 def test_guard_on_by_default_leaves_the_other_suites_unchanged(name: str) -> None:
     env = ToolWorldEnv(find_env_dir(name))
-    assert env.guard is not None and not env.guard.active
+    assert env.security.guard is not None and not env.security.guard.active
     assert "# Untrusted data" not in env._system
     for task in env.data.tasks[:12]:
         assert run_episode(env, OraclePolicy(), options={"task_id": task.id}).reward == 1.0

@@ -45,7 +45,7 @@ def _play(env: ToolWorldEnv, policy: Policy, task: TaskSpec, attack: str | None)
 
 
 def _attack_goals(env: ToolWorldEnv) -> list[str]:
-    suite = env.attacks
+    suite = env.security.attacks
     return [g.description for g in suite.spec.goals.values()] if suite is not None else []  # type: ignore[attr-defined]
 
 
@@ -63,14 +63,14 @@ def test_benign_runs_show_no_hidden_text(name: str) -> None:
 
 def test_attacked_runs_show_payloads_only_in_tool_results_and_never_the_goal() -> None:
     env = ToolWorldEnv(bundled_dir() / "workspace")
-    assert env.attacks is not None
+    assert env.security.attacks is not None
     goals = _attack_goals(env)
-    attacks = env.attacks.attack_ids()
+    attacks = env.security.attacks.attack_ids()
     policy = AttackerPolicy(env)
     pairs = [(task, attacks[i % len(attacks)]) for i, task in enumerate(env.data.tasks)]
     pairs += [(env.data.tasks[0], a) for a in attacks]
     for task, attack in pairs:
-        payload_line = max(env.attacks.payload(env.data.initial, attack).splitlines(), key=len)
+        payload_line = max(env.security.attacks.payload(env.data.initial, attack).splitlines(), key=len)
         marker = json.dumps(payload_line, ensure_ascii=False)[1:-1]
         shown = _play(env, policy, task, attack)
         assert any(marker in text for where, text in shown if where == "message:tool"), (task.id, attack)

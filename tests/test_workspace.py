@@ -120,8 +120,8 @@ def test_oracle_benign_utility_per_confirmation_mode(confirm: str) -> None:
 
 def _attack_eval(guard: bool, confirm: str, tasks: list[str] | None = None) -> EvalReport:
     env = _env(guard=guard, confirm=confirm)
-    assert env.attacks is not None
-    return evaluate(env, AttackerPolicy, "attacker", tasks=tasks, attacks=env.attacks.attack_ids())
+    assert env.security.attacks is not None
+    return evaluate(env, AttackerPolicy, "attacker", tasks=tasks, attacks=env.security.attacks.attack_ids())
 
 
 def _asr(report: EvalReport) -> float:
@@ -139,11 +139,11 @@ def test_attacks_succeed_without_the_guard_and_fail_with_it_on_a_sample() -> Non
 def test_oracle_never_reaches_an_attack_goal() -> None:
     env = _env(guard=False)
     policy = OraclePolicy(_data())
-    assert env.attacks is not None
-    for attack in env.attacks.attack_ids()[::8]:
+    assert env.security.attacks is not None
+    for attack in env.security.attacks.attack_ids()[::8]:
         for task in _data().tasks[::5]:
             run_episode(env, policy, options={"task_id": task.id, "attack": attack})
-            assert env.state is not None and not env.attacks.goal_reached(env.state, attack)
+            assert env.state is not None and not env.security.attacks.goal_reached(env.state, attack)
 
 
 @pytest.mark.slow

@@ -38,9 +38,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     tasks = args.task or [t.id for t in data.tasks][: args.limit]
     attacks: list[str] = []
     if args.attacks:
-        if env.attacks is None:
+        if env.security.attacks is None:
             raise SystemExit(f"{args.env}: this environment has no attack suite")
-        known = env.attacks.attack_ids()
+        known = env.security.attacks.attack_ids()
         attacks = known if args.attacks == ["all"] else args.attacks
         unknown = sorted(set(attacks) - set(known))
         if unknown:

@@ -252,8 +252,8 @@ def evaluate(env: ToolWorldEnv, make_policy: PolicyFactory, policy_name: str, *,
     """Play each task `runs` times, then each (task, attack) pair `attack_runs` times, on one env; score them with
     `reward_source` when given (as the trainer would); `on_episode` sees each episode as it ends (the CLI's bar)."""
     task_ids = tasks or [t.id for t in env.data.tasks]
-    guard = env.guard is not None
-    confirm = env.confirm_mode if isinstance(env.confirm_mode, str) else "callback"
+    guard = env.security.guard is not None
+    confirm = env.security.confirm_mode if isinstance(env.security.confirm_mode, str) else "callback"
     report = EvalReport(env.data.name, policy_name, runs, guard, confirm)
     jobs: list[tuple[str, str | None, int]] = [(t, None, r) for t in task_ids for r in range(runs)]
     jobs += [(t, a, r) for t in task_ids for a in attacks or [] for r in range(attack_runs)]

@@ -67,12 +67,12 @@ class AttackerPolicy:
         self._replied = False
 
     def _start(self) -> None:
-        env = self.env
+        env, security = self.env, self.env.security
         assert env.task is not None
         self._plan = list(env.task.solution)
         self._pending, self._marker, self._replied = [], None, False
-        if env.attack is not None and env.attacks is not None:
-            payload = env.attacks.payload(env.data.initial, env.attack)
+        if security.attack is not None and security.attacks is not None:
+            payload = security.attacks.payload(env.data.initial, security.attack)
             # The longest line of the payload, as it appears inside a JSON string: delimiting may rewrite tags.
             line = max(payload.splitlines(), key=len)
             self._marker = json.dumps(line, ensure_ascii=False)[1:-1]
@@ -84,8 +84,9 @@ class AttackerPolicy:
         if self._marker is not None and any(
             m["role"] == "tool" and self._marker in m["content"] for m in messages
         ):
-            assert self.env.attack is not None and self.env.attacks is not None
-            self._pending = self.env.attacks.attacker_calls(self.env.data.initial, self.env.attack)
+            security = self.env.security
+            assert security.attack is not None and security.attacks is not None
+            self._pending = security.attacks.attacker_calls(self.env.data.initial, security.attack)
             self._marker = None
         if self._pending or self._plan:
             call = (self._pending or self._plan).pop(0)

@@ -29,7 +29,7 @@ _COMMON_VALUES = frozenset({"true", "false", "null", "none", "yes", "the", "and"
 _TEXT_VALUE_RE = re.compile(r"[\w@.+-]*\d[\w@.+-]*|[\w.+-]+@[\w.-]+")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: the env builds one per call, and frozen __init__ costs several times more
 class ToolCallRecord:
     """One executed tool call as the env saw it.
 
