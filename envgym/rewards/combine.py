@@ -13,6 +13,12 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 CombineMode = Literal["gate", "weighted", "verifiable", "judge"]
+
+
+class RewardConfigError(ValueError):
+    """A reward setting or input outside its documented range (the message names it and what was expected)."""
+
+
 COMBINE_MODES: tuple[CombineMode, ...] = ("gate", "weighted", "verifiable", "judge")
 
 
@@ -39,11 +45,11 @@ def combine_rewards(
     """
     _check_unit("verifiable", verifiable)
     if mode not in COMBINE_MODES:
-        raise ValueError(f"combine_rewards: mode must be one of {COMBINE_MODES}, got {mode!r}")
+        raise RewardConfigError(f"combine_rewards: mode must be one of {COMBINE_MODES}, got {mode!r}")
     if not 0.0 <= judge_weight <= 1.0:
-        raise ValueError(f"combine_rewards: judge_weight must be in [0, 1], got {judge_weight}")
+        raise RewardConfigError(f"combine_rewards: judge_weight must be in [0, 1], got {judge_weight}")
     if not 0.0 <= gate_floor < 1.0:
-        raise ValueError(f"combine_rewards: gate_floor must be in [0, 1), got {gate_floor}")
+        raise RewardConfigError(f"combine_rewards: gate_floor must be in [0, 1), got {gate_floor}")
     if judge is None or mode == "verifiable":
         return verifiable
     _check_unit("judge", judge)
@@ -58,7 +64,7 @@ def combine_rewards(
 
 def _check_unit(name: str, value: float) -> None:
     if not (math.isfinite(value) and 0.0 <= value <= 1.0):
-        raise ValueError(f"combine_rewards: {name} reward must be a number in [0, 1], got {value!r}")
+        raise RewardConfigError(f"combine_rewards: {name} reward must be a number in [0, 1], got {value!r}")
 
 
 class Scored(Protocol):
@@ -120,7 +126,7 @@ def build_reward_source(kind: str, judge_model: str = "local", judge_weight: flo
     if kind == "env":
         return EnvReward()
     if kind not in REWARD_KINDS:
-        raise ValueError(f"unknown reward source {kind!r}; expected one of {REWARD_KINDS}")
+        raise RewardConfigError(f"unknown reward source {kind!r}; expected one of {REWARD_KINDS}")
     from envgym.llm import load_chat_model
     from envgym.rewards.judge import RelativeJudge
 

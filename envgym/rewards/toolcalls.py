@@ -29,7 +29,11 @@ _COMMON_VALUES = frozenset({"true", "false", "null", "none", "yes", "the", "and"
 _TEXT_VALUE_RE = re.compile(r"[\w@.+-]*\d[\w@.+-]*|[\w.+-]+@[\w.-]+")
 
 
-@dataclass(slots=True)  # not frozen: the env builds one per call, and frozen __init__ costs several times more
+class ToolCallMismatchError(ValueError):
+    """The records given to `score_tool_calls` do not match the tool calls in the conversation."""
+
+
+@dataclass  # not frozen: the env builds one per call, and a frozen __init__ costs several times more
 class ToolCallRecord:
     """One executed tool call as the env saw it.
 
@@ -210,13 +214,13 @@ def score_tool_calls(
     """
     positions = _call_positions(messages)
     if len(positions) != len(records):
-        raise ValueError(
+        raise ToolCallMismatchError(
             f"score_tool_calls: {len(records)} records but {len(positions)} tool calls in the messages; "
             "expected one record per tool call, in order"
         )
     for i, (record, (_, name)) in enumerate(zip(records, positions, strict=True)):
         if record.name != name:
-            raise ValueError(f"score_tool_calls: record {i} is {record.name!r} but tool call {i} is {name!r}")
+            raise ToolCallMismatchError(f"score_tool_calls: record {i} is {record.name!r} but tool call {i} is {name!r}")
     texts = [_message_text(m) for m in messages]
     rewards = []
     for i, record in enumerate(records):

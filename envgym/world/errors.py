@@ -21,6 +21,13 @@ class UnknownEnvironmentError(KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class UnknownEntityError(KeyError):
+    """An entity (table) name that the world does not have."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class EnvConfigError(ValueError):
     """An env setting that cannot work: no tasks, an unknown user simulator, confirmation mode or attack."""
 

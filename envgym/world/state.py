@@ -9,6 +9,7 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from envgym.world.errors import UnknownEntityError
 from envgym.world.spec import EntitySpec, FieldSpec, WorldSpec
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ class WorldState:
         try:
             return self.tables[entity]
         except KeyError:
-            raise KeyError(f"unknown entity {entity!r}; the world has {sorted(self.tables)}") from None
+            raise UnknownEntityError(f"unknown entity {entity!r}; the world has {sorted(self.tables)}") from None
 
     def get(self, entity: str, key: str) -> Record | None:
         return self.table(entity).get(key)

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from envgym.rewards.combine import COMBINE_MODES, combine_rewards
+from envgym.env import ToolWorldEnv
+from envgym.llm.scripted import ScriptedChatModel
+from envgym.play.episode import Trajectory
+from envgym.play.eval import evaluate
+from envgym.play.policies import OraclePolicy
+from envgym.registry import find_env_dir
+from envgym.rewards.combine import COMBINE_MODES, JudgedReward, build_reward_source, combine_rewards
+from envgym.rewards.judge import RelativeJudge
 
 unit = st.floats(min_value=0.0, max_value=1.0)
 
@@ -60,3 +68,37 @@ def test_invalid_inputs_name_what_was_expected(
 ) -> None:
     with pytest.raises(ValueError, match=match):
         combine_rewards(verifiable, judge, **kwargs)
+
+
+def _scores(*values: float) -> str:
+    return json.dumps({"scores": [{"trajectory_id": i + 1, "explanation": "ok", "score": v}
+                                  for i, v in enumerate(values)]})
+
+
+def test_a_judged_group_gets_combine_rewards_of_each_episode(retail_trajectories: list[Trajectory]) -> None:
+    judge = RelativeJudge(ScriptedChatModel([_scores(0.9, 0.2, 0.1, 0.0)]))
+    source = JudgedReward(judge, "weighted", judge_weight=0.5)
+    verifiable = [t.reward for t in retail_trajectories]
+    expected = [combine_rewards(v, j, "weighted") for v, j in zip(verifiable, [0.9, 0.2, 0.1, 0.0], strict=True)]
+    assert source.score(retail_trajectories) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("mode", ["judge", "weighted", "gate"])
+def test_a_failed_judge_keeps_the_verifiable_rewards_in_every_mode(
+    retail_trajectories: list[Trajectory], mode: str
+) -> None:
+    judge = RelativeJudge(ScriptedChatModel(["no scores here", "still none"]))
+    source = JudgedReward(judge, mode)  # type: ignore[arg-type]
+    assert source.score(retail_trajectories) == [t.reward for t in retail_trajectories]
+    assert source.failures == 1
+
+
+def test_eval_scores_episodes_with_the_same_source_as_training() -> None:
+    env = ToolWorldEnv(find_env_dir("retail"))
+    judge = RelativeJudge(ScriptedChatModel(["not json"] * 4))
+    report = evaluate(env, lambda e: OraclePolicy(e.data), "oracle", runs=2, tasks=[env.data.tasks[0].id],
+                      reward_source=JudgedReward(judge, "weighted", name="env+judge"))
+    summary = report.summary()
+    # Two oracle runs are identical trajectories: the judge is not asked, the verifiable reward stands.
+    assert summary["reward_source"] == "env+judge" and summary["reward_mean"] == 1.0
+    assert build_reward_source("env").name == "env"
