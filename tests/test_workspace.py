@@ -68,7 +68,7 @@ def test_gymnasium_checker_passes_with_an_attack() -> None:
 
 
 def test_every_goal_has_every_template() -> None:
-    ids = _env().attacks.attack_ids()  # type: ignore[union-attr]
+    ids = _env().security.attacks.attack_ids()  # type: ignore[union-attr]
     goals = {i.split("/")[0] for i in ids}
     assert {i.split("/")[1] for i in ids} == TEMPLATES and len(goals) >= 6 and len(ids) == len(goals) * 8
 
@@ -79,7 +79,7 @@ def test_unknown_attack_is_rejected_with_examples() -> None:
 
 
 def test_templates_render_encoded_and_translated_payloads() -> None:
-    suite, state = _env().attacks, _data().initial
+    suite, state = _env().security.attacks, _data().initial
     assert suite is not None
     plain = suite.payload(state, "change_password/plain")
     encoded = suite.payload(state, "change_password/base64").split()[-1]
@@ -92,7 +92,7 @@ def test_templates_render_encoded_and_translated_payloads() -> None:
 def test_payload_reaches_the_agent_only_through_tool_results() -> None:
     task = next(t for t in _data().tasks if t.id.startswith("forward_"))
     env = gym.make("envgym/workspace-v0", task=task.id, attack="forward_thread/important_message")
-    suite = _env().attacks
+    suite = _env().security.attacks
     assert suite is not None
     marker = json.dumps(suite.payload(_data().initial, "forward_thread/important_message"))[1:60]
     obs, info = env.reset(seed=0)
