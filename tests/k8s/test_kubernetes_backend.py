@@ -68,7 +68,7 @@ def test_pod_comes_from_the_template_with_labels_owner_deadline_and_spec_limits(
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
         sizes = {v["name"]: v["emptyDir"]["sizeLimit"] for v in spec_["volumes"] if "emptyDir" in v}
         assert sizes == {"workspace": "64Mi", "tmp": "64Mi", "envgym-token": "1Mi"}
-        assert box.exec("id -u").stdout.strip() == "1000"
+        assert box.exec("id -u").stdout.strip() == "10001"
         assert box.exec("touch /etc/x").exit_code != 0  # read-only root, as the template says
 
 
