@@ -507,7 +507,8 @@ def _apply_limits(container: Doc, spec: SandboxSpec) -> None:
 _SUFFIX = {"m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9}
 
 
-def _quantity(value: str) -> float:
+def parse_quantity(value: str) -> float:
+    """A Kubernetes quantity (`250m`, `2Gi`, `4`) as a number of units (cores, bytes)."""
     for suffix in sorted(_SUFFIX, key=len, reverse=True):
         if value.endswith(suffix):
             return float(value[: -len(suffix)]) * _SUFFIX[suffix]
@@ -515,7 +516,7 @@ def _quantity(value: str) -> float:
 
 
 def _smaller(a: str, b: str) -> str:
-    return a if _quantity(a) <= _quantity(b) else b
+    return a if parse_quantity(a) <= parse_quantity(b) else b
 
 
 def _is_ready(pod: k8s.V1Pod) -> bool:

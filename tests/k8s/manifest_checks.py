@@ -16,6 +16,7 @@ import referencing
 from kubernetes_validate.utils import schema_contents
 
 from envgym.k8s_render import K8S_DIR
+from envgym.sandbox.kubernetes import parse_quantity
 
 KUBERNETES_VERSION = "1.34.0"
 """The Kubernetes version the manifests are validated against (kubernetes-validate ships its schemas)."""
@@ -355,11 +356,11 @@ def quota_violations(docs: list[Doc]) -> list[str]:
                 )
                 for _, spec in pod_specs(d):
                     per_pod = sum(
-                        _quantity(c.get("resources", {}).get("limits", {}).get(resource, "0"))
+                        parse_quantity(str(c.get("resources", {}).get("limits", {}).get(resource, "0")))
                         for c in spec["containers"]
                     )
                     used += count * per_pod
-            allowed = (1 - SANDBOX_QUOTA_SHARE) * _quantity(hard)
+            allowed = (1 - SANDBOX_QUOTA_SHARE) * parse_quantity(str(hard))
             unit, scale = ("Gi", 2**30) if resource == "memory" else ("", 1)
             if used > allowed:
                 out.append(
@@ -367,17 +368,6 @@ def quota_violations(docs: list[Doc]) -> list[str]:
                     f"of limits.{resource} {hard}; at most {allowed / scale:g}{unit} may, to leave room for sandboxes"
                 )
     return out
-
-
-_SUFFIX = {"m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9}
-
-
-def _quantity(value: str | int | float) -> float:
-    text = str(value)
-    for suffix in sorted(_SUFFIX, key=len, reverse=True):
-        if text.endswith(suffix):
-            return float(text[: -len(suffix)]) * _SUFFIX[suffix]
-    return float(text)
 
 
 def namespace_violations(docs: list[Doc]) -> list[str]:
