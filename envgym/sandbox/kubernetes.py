@@ -46,7 +46,12 @@ from envgym.sandbox.base import (
     sandbox_labels,
 )
 from envgym.sandbox.client import HttpSandbox, SandboxClient, wait_until_healthy
-from envgym.sandbox.errors import InvalidRequestError, SandboxUnavailableError
+from envgym.sandbox.errors import (
+    InvalidRequestError,
+    SandboxError,
+    SandboxOutOfMemoryError,
+    SandboxUnavailableError,
+)
 from envgym.sandbox.spec import SandboxSpec
 
 DEFAULT_NAMESPACE = os.environ.get("ENVGYM_K8S_NAMESPACE", "envgym")
@@ -260,7 +265,12 @@ class KubernetesBackend:
                 self._create(f"pod {name}", lambda: self.core.create_namespaced_pod(self.namespace, body))
                 pod_ip = self._wait_ready(name)
                 url = f"http://{pod_ip}:{SERVER_PORT}"
-                http = SandboxClient(base_url=url, token=token, timeout_s=spec.timeout_s + 30)
+                http = SandboxClient(
+                    base_url=url,
+                    token=token,
+                    timeout_s=spec.timeout_s + 30,
+                    diagnose=lambda: self._why_unreachable(name, spec),
+                )
                 wait_until_healthy(http, self.ready_timeout_s, f"pod {name}", lambda: True)
             except BaseException:
                 teardown()
@@ -274,6 +284,25 @@ class KubernetesBackend:
             teardown=teardown,
         )
         return sandbox, url, token
+
+    def _why_unreachable(self, name: str, spec: SandboxSpec) -> SandboxError | None:
+        """A typed error for a pod whose server stopped answering: out of memory, when the kubelet reports
+        its container OOMKilled. The kubelet reports a little after the fact, so this waits up to 5 s for it."""
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                pod = self.core.read_namespaced_pod(name, self.namespace)
+            except ApiException:
+                return None
+            statuses = (pod.status.container_statuses if pod.status else None) or []
+            ended = [s.state.terminated for s in statuses if s.state and s.state.terminated]
+            if any(t.reason == "OOMKilled" for t in ended):
+                return SandboxOutOfMemoryError(
+                    f"pod {name} ran out of memory (memory_mb={spec.memory_mb}) and its server was killed"
+                )
+            if ended or time.monotonic() > deadline:
+                return None
+            time.sleep(0.25)
 
     def _create(self, what: str, create: Callable[[], T]) -> T:
         """Run `create`, retrying while the API throttles (429, honouring Retry-After) or a quota is full

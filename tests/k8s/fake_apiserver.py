@@ -370,7 +370,16 @@ class FakeCluster:
         while self.get("pods", namespace, name) is not None:
             container.reload()
             if container.status in ("exited", "dead"):
-                code = container.attrs["State"]["ExitCode"]
+                state = container.attrs["State"]
+                code = state["ExitCode"]
+                why = "OOMKilled" if state.get("OOMKilled") else "Completed" if code == 0 else "Error"
+                main = {
+                    "name": c["name"],
+                    "image": c["image"],
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                }
                 self._update_pod(
                     namespace,
                     name,
@@ -378,6 +387,7 @@ class FakeCluster:
                     ready=False,
                     reason="Completed" if code == 0 else "Error",
                     message=f"exit code {code}",
+                    containerStatuses=[{**main, "state": {"terminated": {"exitCode": code, "reason": why}}}],
                 )
                 return
             if deadline is not None and time.monotonic() - started > deadline:

@@ -15,7 +15,12 @@ import pytest
 from kubernetes import client as k8s
 
 from envgym.sandbox.base import LABEL_MANAGED_BY, LABEL_RUN_ID, LABEL_SANDBOX_ID
-from envgym.sandbox.errors import InvalidRequestError, SandboxClosedError, SandboxUnavailableError
+from envgym.sandbox.errors import (
+    InvalidRequestError,
+    SandboxClosedError,
+    SandboxOutOfMemoryError,
+    SandboxUnavailableError,
+)
 from envgym.sandbox.kubernetes import KubernetesBackend
 from envgym.sandbox.spec import SandboxSpec
 
@@ -261,3 +266,11 @@ def test_a_run_ended_by_another_process_gets_a_new_owner_for_its_next_pod(
         assert pod["metadata"]["ownerReferences"][0]["uid"] == owner.metadata.uid
     first.close()
     backend.end_run("run-ended")
+
+
+def test_a_pod_killed_out_of_memory_surfaces_as_a_typed_error(backend: KubernetesBackend) -> None:
+    with backend.create(SandboxSpec(memory_mb=128, ttl_s=300)) as box:
+        # The server (pid 1 of the fake's container) volunteers to be the OOM killer's choice.
+        kill_server = "echo 1000 > /proc/1/oom_score_adj && python3 -c 'x = bytearray(1 << 30)'"
+        with pytest.raises(SandboxOutOfMemoryError, match="out of memory"):
+            box.exec(kill_server, timeout=30)
