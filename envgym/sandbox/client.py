@@ -91,7 +91,7 @@ class SandboxClient:
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
             except httpx.TimeoutException as exc:
-                raise SandboxUnavailableError(
+                raise self._unavailable(
                     f"{method} {self.base_url}{path}: no answer within {timeout_s or self.timeout_s:g}s"
                 ) from exc
         raise_for_error(response, f"{method} {path}")
