@@ -558,8 +558,9 @@ class FakeCluster:
 
     def _remove_container(self, namespace: str, name: str) -> None:
         """Remove the pod's containers (init ones too) and the host directories of its volumes."""
+        # Sparse, as in shutdown(): a full list inspects each container and one removed meanwhile raises NotFound.
         for container in self.docker_client.containers.list(
-            all=True, filters={"label": f"{FAKE_LABEL}={namespace}/{name}"}
+            all=True, sparse=True, filters={"label": f"{FAKE_LABEL}={namespace}/{name}"}
         ):
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
