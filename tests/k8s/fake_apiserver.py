@@ -583,7 +583,9 @@ class FakeCluster:
         for key in keys:
             self.delete(*key)
         # Sparse: a full list inspects each container, and one removed meanwhile would raise NotFound.
-        for leftover in self.docker_client.containers.list(all=True, sparse=True, filters={"label": FAKE_LABEL}):
+        for leftover in self.docker_client.containers.list(
+            all=True, sparse=True, filters={"label": FAKE_LABEL}
+        ):
             with contextlib.suppress(docker.errors.NotFound):
                 leftover.remove(force=True)
         for network in self.docker_client.networks.list(names=[NETWORK]):
