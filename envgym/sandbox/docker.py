@@ -149,6 +149,7 @@ class DockerBackend:
         host_dir.mkdir(mode=0o700)
         token = secrets.token_urlsafe(24)
         (host_dir / "token").write_text(token)
+        (host_dir / "token").chmod(0o600)
         for path in (host_dir, host_dir / "token"):
             os.chown(path, SANDBOX_UID, SANDBOX_UID)
         try:
