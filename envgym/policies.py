@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from envgym.loader import EnvironmentData, load_environment
 from envgym.protocol import format_tool_call
 from envgym.registry import find_env_dir
+from envgym.scripted import scripted_turns
 from envgym.users import STOP
 
 
@@ -23,29 +24,27 @@ def _turns_taken(info: dict[str, Any]) -> int:
 
 
 class OraclePolicy:
-    """Replays the task's reference solution one call per turn, then says the reference final reply.
+    """Replays the task's reference solution one call per turn, keeping the world's policy rules, then says the
+    reference final reply (`envgym.scripted`): where the rules want it, it asks the user before each write.
 
     It reads the hidden task, so it is for tests and for proving tasks solvable, never for evaluation.
+    `authenticate=False` and `confirm=False` make the skip-authentication and skip-confirmation controls.
     """
 
-    def __init__(self, data: EnvironmentData | None = None):
+    def __init__(self, data: EnvironmentData | None = None, *, authenticate: bool = True, confirm: bool = True):
         self.data = data
+        self.authenticate = authenticate
+        self.confirm = confirm
 
-    def _task(self, info: dict[str, Any]) -> Any:
-        data = self.data or load_environment(str(find_env_dir(info["env_name"])))
-        return data.task(info["task_id"])
+    def _data(self, info: dict[str, Any]) -> EnvironmentData:
+        return self.data or load_environment(str(find_env_dir(info["env_name"])))
 
     def act(self, obs: str, info: dict[str, Any]) -> str:
-        task = self._task(info)
+        data = self._data(info)
+        turns = scripted_turns(data.world, data.task(info["task_id"]), authenticate=self.authenticate,
+                               confirm=self.confirm)
         turn = _turns_taken(info)
-        if turn < len(task.solution):
-            call = task.solution[turn]
-            return format_tool_call(call.name, call.arguments)
-        if turn == len(task.solution):
-            reply = task.final_reply or "Done."
-            missing = [o for o in task.required_outputs if o not in reply]
-            return " ".join([reply, *missing])
-        return f"Goodbye. {STOP}"
+        return turns[turn] if turn < len(turns) else f"Goodbye. {STOP}"
 
 
 class RefusePolicy:
