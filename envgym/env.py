@@ -308,7 +308,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
         every candidate value must not reach the rubric, and nothing past the space's own limit is a legal action.
         """
         size = len(action) if isinstance(action, str) else len(json.dumps(action, default=str))
-        limit = self.action_space.max_length
+        limit = self.action_space.max_length if isinstance(self.action_space, spaces.Text) else MAX_TEXT
         if size <= limit:
             return None
         return (f"Your turn was refused and not carried out: it is {size} characters long, over the limit of "

@@ -1,8 +1,8 @@
 """The policy's rules (`WorldSpec.rules`), checked on the trajectory at the end of an episode.
 
 The trajectory is the conversation (OpenAI-format messages) plus each tool call's result, in order. A call is
-*attempted* when its tool exists and its arguments parsed and validated, i.e. the env tried to run it, whatever
-happened next (done, not found, failed a precondition, held by the guard, transient failure). A *write* is a call of
+*attempted* when its tool exists, its arguments parsed and validated and the guard did not hold it, i.e. the env
+ran it, whatever happened next (done, not found, failed a precondition, transient failure). A *write* is a call of
 a tool that is not read-only (`ToolSpec.read_only`). Each declared rule is one binary reward component:
 
 - ``rule_authenticate`` (when `authenticate_with` is declared): no attempted call of a tool in `requires_auth`
@@ -27,8 +27,9 @@ from typing import Any
 from envgym.world.spec import PolicyRules, TaskSpec, WorldSpec
 from envgym.world.tools import ToolResult
 
-# Calls the env never tried to run: the agent wrote something that is not a call of an existing tool.
-_NOT_ATTEMPTED = {"parse_error", "invalid_arguments", "unknown_tool"}
+# Calls the env did not run: not a valid call of an existing tool, or held by the guard (which reports those in
+# info["guard"] and the attack metrics; counting them here too would blame the agent twice for one attempt).
+_NOT_ATTEMPTED = {"parse_error", "invalid_arguments", "unknown_tool", "guard_denied"}
 
 _REQUEST_RE = re.compile(
     r"\b(confirm|proceed|go ahead|shall i|should i|may i|do you want|would you like|"
