@@ -122,7 +122,10 @@ def make_policy(
     temperature: float = 0.0,
     max_tokens: int = 256,
 ) -> Policy:
-    """Build a policy by name: oracle, random, refuse, local (SmolLM2) or openai (any compatible server)."""
+    """Build a policy by name: oracle, random, refuse, local (SmolLM2), openai (any compatible server) or a
+    negative control of `envgym.controls` (guess-spray, skip-auth, skip-confirm, every-write, do-nothing)."""
+    from envgym.controls import NEGATIVE_CONTROLS, negative_control  # controls build on the policies here
+
     if name == "oracle":
         return OraclePolicy()
     if name == "random":
@@ -137,4 +140,8 @@ def make_policy(
         return ChatModelPolicy(
             load_chat_model(spec, **kwargs), max_tokens=max_tokens, temperature=temperature, seed=seed
         )
-    raise ValueError(f"unknown policy {name!r}; expected oracle, random, refuse, local or openai")
+    if name in NEGATIVE_CONTROLS:
+        return negative_control(name, seed=seed)
+    raise ValueError(
+        f"unknown policy {name!r}; expected oracle, random, refuse, local, openai or one of {sorted(NEGATIVE_CONTROLS)}"
+    )
