@@ -16,7 +16,7 @@ instruments for rubrics, never agents to train.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from envgym.env import MAX_TEXT
@@ -24,6 +24,7 @@ from envgym.loader import EnvironmentData, load_environment
 from envgym.policies import OraclePolicy, Policy, RandomPolicy, RefusePolicy, _random_value
 from envgym.protocol import format_tool_call
 from envgym.registry import find_env_dir
+from envgym.rewards.toolcalls import leaves
 from envgym.scripted import confirmation_request, needs_confirmation, scripted_turns
 from envgym.users import STOP
 from envgym.world.spec import AnswerType, TaskSpec
@@ -34,22 +35,11 @@ def _data(data: EnvironmentData | None, info: dict[str, Any]) -> EnvironmentData
     return data or load_environment(str(find_env_dir(info["env_name"])))
 
 
-def _leaves(value: Any) -> Iterator[Any]:
-    if isinstance(value, dict):
-        for v in value.values():
-            yield from _leaves(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _leaves(v)
-    elif value is not None and not isinstance(value, bool):
-        yield value
-
-
 def plausible_values(state: WorldState, kinds: set[AnswerType]) -> list[str]:
     """Every value of the given answer types a cheater can list from the records (plus the numbers 0..1000)."""
-    leaves = [leaf for table in state.tables.values() for record in table.values() for leaf in _leaves(record)]
-    numbers = sorted({leaf for leaf in leaves if isinstance(leaf, int | float)})
-    strings = sorted({leaf for leaf in leaves if isinstance(leaf, str)})
+    found_leaves = [leaf for table in state.tables.values() for record in table.values() for leaf in leaves(record)]
+    numbers = sorted({leaf for leaf in found_leaves if isinstance(leaf, int | float) and not isinstance(leaf, bool)})
+    strings = sorted({leaf for leaf in found_leaves if isinstance(leaf, str)})
     found: list[str] = []
     if kinds & {"number", "money"}:
         found += [str(n) for n in range(1001)] + [f"{n:.2f}" for n in numbers] + [str(n) for n in numbers]
