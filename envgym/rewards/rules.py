@@ -37,18 +37,21 @@ _REQUEST_RE = re.compile(
 )
 # A request to act, as opposed to "can you confirm your email?", which asks for a fact.
 _ACTION_REQUEST_RE = re.compile(
-    r"\b(proceed|go ahead|shall i|should i|may i|do you want me to|would you like me to|ok to)\b|\(yes/no\)"
+    r"\b(proceed|go ahead|shall i|should i|may i|want me to|like me to|ok to|do you confirm|"
+    r"confirm (that )?you (still )?(want|would like))\b|\(yes/no\)"
 )
 _YES_RE = re.compile(
     r"^\W*(yes|yeah|yep|yup|sure|ok|okay|correct|confirmed?|i confirm|go ahead|please do|please go ahead|"
-    r"please proceed|do it|proceed|absolutely|of course|that'?s (right|correct|fine))\b|\byes\b"
+    r"please proceed|do it|proceed|absolutely|of course|sounds good|go for it|that'?s (right|correct|fine))\b|"
+    r"\byes\b"
 )
 _NO_RE = re.compile(r"^\W*(no|nope|don'?t|do not|wait|stop|not yet|cancel that)\b|\b(don'?t|do not) (do|proceed|go)")
 
 
 def is_confirmation_request(text: str) -> bool:
     """Whether an agent's reply asks the user to confirm something (the rubric's and the scripted user's test)."""
-    return bool(_REQUEST_RE.search(text.lower()))
+    lowered = text.lower()
+    return bool(_REQUEST_RE.search(lowered) or _ACTION_REQUEST_RE.search(lowered))
 
 
 def is_action_request(text: str) -> bool:

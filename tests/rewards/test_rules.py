@@ -10,6 +10,7 @@ import pytest
 from envgym.env import ToolWorldEnv
 from envgym.loader import build_environment
 from envgym.rewards.rules import is_affirmative, is_confirmation_request
+from envgym.users import ScriptedUser
 from envgym.world.spec import TaskSpec, ToolCall, WorldSpec
 
 ASK = "I will close item I0001. Shall I go ahead? (yes/no)"
@@ -149,9 +150,21 @@ def test_a_world_without_rules_reports_none() -> None:
     assert check_rules(world, TaskSpec(id="t", instruction="", opening=""), [], []) == {}
 
 
+@pytest.mark.parametrize("request_", [
+    "Shall I close item I0001 for you?",
+    "Can you confirm you want me to close item I0001?",
+    "Do you want me to close the item with id I0001?",
+])
+def test_the_scripted_user_says_yes_to_a_request_that_names_what_it_knows(request_: str) -> None:
+    task = TaskSpec(id="t", instruction="Close item I0001.", opening="Close it.", user_known={"item_id": "I0001"})
+    answer = ScriptedUser(task).respond(request_, lambda: False).text
+    assert is_affirmative(answer) and "I0001" not in answer
+
+
 @pytest.mark.parametrize(("agent", "request_"), [
     ("Shall I cancel order #W0001? (yes/no)", True),
     ("Would you like me to change the address?", True),
+    ("I can close it now if you want me to.", True),
     ("Could you confirm your email?", True),
     ("What is your email?", False),
     ("Your order is cancelled.", False),
@@ -164,6 +177,7 @@ def test_confirmation_requests(agent: str, request_: bool) -> None:
     ("Yes, please go ahead.", True),
     ("yes", True),
     ("Sure, do it.", True),
+    ("Sounds good.", True),
     ("No, don't.", False),
     ("Please don't do that, yes I know.", False),
     ("My email is a@b.c.", False),
