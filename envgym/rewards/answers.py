@@ -193,6 +193,16 @@ def expected_value(answer: Answer) -> str:
     return next(iter(found))
 
 
+def check_task_answers(task_id: str, answers: list[Answer]) -> None:
+    """Raise ValueError naming the task and the answer if a value or a choice cannot be read as its type."""
+    for i, answer in enumerate(answers):
+        for value in [answer.value, *answer.choices]:
+            try:
+                expected_value(Answer(value=value, type=answer.type, choices=answer.choices))
+            except ValueError as exc:
+                raise ValueError(f"task {task_id}: answers[{i}]: {exc}") from exc
+
+
 def _read(kind: AnswerType, text: str, expected: set[str], choices: set[str]) -> set[str]:
     if kind in ("enum", "text"):
         return read_phrases(text, expected | choices)

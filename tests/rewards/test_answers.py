@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from envgym.loader import build_environment
 from envgym.rewards.answers import (
     SLACK,
     answers_pass,
@@ -18,7 +19,7 @@ from envgym.rewards.answers import (
     read_times,
     replies_to_user,
 )
-from envgym.world.spec import Answer
+from envgym.world.spec import Answer, SpecError, TaskSpec, WorldSpec
 
 STATUSES = ["pending", "processing", "delivered", "cancelled"]
 
@@ -114,6 +115,13 @@ def test_only_replies_to_the_user_count_not_tool_call_arguments() -> None:
     messages = chat('<tool_call>{"name": "x", "arguments": {"q": "delivered"}}</tool_call>')
     assert replies_to_user(messages) == [""]
     assert not answers_pass([Answer(value="delivered", type="enum", choices=STATUSES)], messages)
+
+
+def test_a_task_with_an_unreadable_answer_fails_to_load_naming_it(shop_world: WorldSpec) -> None:
+    task = TaskSpec(id="bad", instruction="i", opening="o",
+                    answers=[Answer(value="12:30", type="time", choices=["12:30", "noon"])])
+    with pytest.raises(SpecError, match=r"task bad: answers\[0\]: answer 'noon' of type time"):
+        build_environment(shop_world, [task])
 
 
 def test_an_answer_its_type_cannot_read_is_an_error() -> None:
