@@ -68,7 +68,7 @@ def grade(
         "outputs": float(all(normalize_text(o) in said for o in task.required_outputs)),
     }
     if world is not None:
-        components.update(check_rules(world, task, messages, results))
+        components.update(check_rules(world, task, messages, results, state))
     return components
 
 

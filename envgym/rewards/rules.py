@@ -6,7 +6,11 @@ ran it, whatever happened next (done, not found, failed a precondition, transien
 a tool that is not read-only (`ToolSpec.read_only`). Each declared rule is one binary reward component:
 
 - ``rule_authenticate`` (when `authenticate_with` is declared): no attempted call of a tool in `requires_auth`
-  (unset: every tool but the authenticating ones) before a call of an `authenticate_with` tool succeeded.
+  (unset: every tool but the authenticating ones) before a call of an `authenticate_with` tool succeeded. With
+  `identity` declared, the key that call returned is the authenticated user, and a later `requires_auth` call may
+  name only that user (an argument named like the identity entity's key) and records the user owns (an argument
+  named like the key of an entity in `owner_fields`, whose record in the final state has that user in its owner
+  field; a record that does not exist gave nothing away).
 - ``rule_confirm`` (`confirm_writes`): every attempted write follows a standing confirmation. A confirmation stands
   when an assistant turn without tool calls asked for one (`is_confirmation_request`) and the user's next message
   said yes (`is_affirmative`); a later "no" withdraws it, and a write that succeeds uses it up, so each write needs
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envgym.world.spec import PolicyRules, TaskSpec, WorldSpec
+from envgym.world.state import WorldState
 from envgym.world.tools import ToolResult
 
 # Calls the env did not run: not a valid call of an existing tool, or held by the guard (which reports those in
@@ -70,13 +75,14 @@ def is_negative(text: str) -> bool:
 
 @dataclass(frozen=True)
 class Call:
-    """One tool call of the trajectory and what came of it."""
+    """One tool call of the trajectory and what came of it (`value`: its result as the agent saw it)."""
 
     message_index: int
     name: str
     arguments: dict[str, Any]
     attempted: bool
     ok: bool
+    value: Any = None
 
 
 def trajectory_calls(messages: list[dict[str, Any]], results: Sequence[ToolResult]) -> Iterator[Call]:
@@ -95,7 +101,7 @@ def trajectory_calls(messages: list[dict[str, Any]], results: Sequence[ToolResul
                 arguments = {}
             attempted = result is not None and result.error_kind not in _NOT_ATTEMPTED
             yield Call(index, str(message.get("name")), arguments if isinstance(arguments, dict) else {},
-                       attempted, result is not None and result.ok)
+                       attempted, result is not None and result.ok, result.value if result is not None else None)
 
 
 def auth_required(rules: PolicyRules, world: WorldSpec) -> set[str]:
@@ -119,14 +125,40 @@ def _is_write(world: WorldSpec, name: str) -> bool:
     return tool is not None and not tool.read_only
 
 
-def check_authentication(rules: PolicyRules, world: WorldSpec, calls: list[Call]) -> bool:
-    needs = auth_required(rules, world)
-    authenticated = False
-    for call in calls:
-        if call.attempted and call.name in needs and not authenticated:
+def _identity_key(rules: PolicyRules, world: WorldSpec, value: Any) -> Any:
+    """The authenticated user's key from an authenticating call's result: the key itself or a record holding it."""
+    if isinstance(value, dict) and rules.identity is not None:
+        return value.get(world.entities[rules.identity].key)
+    return value
+
+
+def _names_only_own_records(
+    rules: PolicyRules, world: WorldSpec, state: WorldState | None, arguments: dict[str, Any], who: Any
+) -> bool:
+    assert rules.identity is not None
+    if arguments.get(world.entities[rules.identity].key, who) != who:
+        return False
+    for entity, owner_field in rules.owner_fields.items():
+        key = arguments.get(world.entities[entity].key)
+        record = state.get(entity, key) if state is not None and isinstance(key, str) else None
+        if record is not None and record.get(owner_field) != who:
             return False
+    return True
+
+
+def check_authentication(
+    rules: PolicyRules, world: WorldSpec, calls: list[Call], state: WorldState | None = None
+) -> bool:
+    needs = auth_required(rules, world)
+    authenticated, who = False, None
+    for call in calls:
+        if call.attempted and call.name in needs:
+            if not authenticated:
+                return False
+            if rules.identity is not None and not _names_only_own_records(rules, world, state, call.arguments, who):
+                return False
         if call.ok and call.name in rules.authenticate_with:
-            authenticated = True
+            authenticated, who = True, _identity_key(rules, world, call.value)
     return True
 
 
@@ -167,16 +199,21 @@ def check_requested_writes(world: WorldSpec, task: TaskSpec, calls: list[Call]) 
 
 
 def check_rules(
-    world: WorldSpec, task: TaskSpec, messages: list[dict[str, Any]], results: Sequence[ToolResult]
+    world: WorldSpec,
+    task: TaskSpec,
+    messages: list[dict[str, Any]],
+    results: Sequence[ToolResult],
+    state: WorldState | None = None,
 ) -> dict[str, float]:
-    """One binary component per declared rule of `world.rules` (none when the world declares no rules)."""
+    """One binary component per declared rule of `world.rules` (none when the world declares no rules); `state`
+    is the final state, where record owners are looked up."""
     rules = world.rules
     if rules is None:
         return {}
     calls = list(trajectory_calls(messages, results))
     components: dict[str, float] = {}
     if rules.authenticate_with:
-        components["rule_authenticate"] = float(check_authentication(rules, world, calls))
+        components["rule_authenticate"] = float(check_authentication(rules, world, calls, state))
     if rules.confirm_writes:
         components["rule_confirm"] = float(check_confirmations(world, messages, calls))
     if rules.no_unrequested_writes:

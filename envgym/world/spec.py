@@ -192,6 +192,14 @@ class PolicyRules(_Model):
         description="Tools that access account data and may be called only after authentication; "
         "unset: every tool except the authenticate_with ones (when any are declared).",
     )
+    identity: str | None = Field(
+        None, description="Entity whose record key a successful authenticate_with call returns (e.g. users)."
+    )
+    owner_fields: dict[str, str] = Field(
+        default_factory=dict,
+        description="Entity -> field holding the key of the identity record that owns it (e.g. orders: user_id); "
+        "with `identity`, requires_auth calls may name only the authenticated record and records it owns.",
+    )
     confirm_writes: bool = Field(
         False, description="Each write must follow the user's explicit yes to the agent's request to confirm it."
     )
@@ -283,6 +291,12 @@ class WorldSpec(_Model):
                 for name in getattr(self.rules, where) or []:
                     if name not in known:
                         raise ValueError(f"rules.{where}: {name!r} is not a tool of this world")
+            for named in [self.rules.identity, *self.rules.owner_fields]:
+                if named is not None and named not in self.entities:
+                    raise ValueError(f"rules: {named!r} is not an entity of this world")
+            for owned, owner in self.rules.owner_fields.items():
+                if owner not in self.entities[owned].fields:
+                    raise ValueError(f"rules.owner_fields.{owned}: {owner!r} is not a field of {owned}")
         for name, entity in self.entities.items():
             for fname, f in entity.fields.items():
                 if f.ref and f.ref not in self.entities:

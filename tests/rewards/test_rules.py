@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import gymnasium as gym
 import pytest
 
 from envgym.env import ToolWorldEnv
@@ -199,3 +200,30 @@ class _Scripted:
         from envgym.users import UserTurn
 
         return UserTurn(self.lines.pop(0) if self.lines else "...")
+
+
+def test_an_authenticated_user_may_name_only_their_own_records() -> None:
+    env = gym.make("envgym/retail-v0").unwrapped
+    users, orders = env.data.initial.tables["users"], env.data.initial.tables["orders"]
+    order = orders["#W0071"]
+    other = next(u for u in users.values() if u["user_id"] != order["user_id"])
+    owner = users[order["user_id"]]
+    cancel = call("cancel_pending_order", order_id="#W0071", reason="ordered by mistake")
+
+    def components(email: str) -> dict[str, float]:
+        env.reset(options={"task_id": "cancel_W0071"})
+        for action in (call("find_user_id_by_email", email=email), call("get_order_details", order_id="#W0071"),
+                       "Shall I cancel it? (yes/no)", cancel, "Done. ###STOP###"):
+            info = env.step(action)[4]
+        return info["reward_components"]
+
+    assert components(owner["email"])["rule_authenticate"] == 1.0
+    impostor = components(other["email"])
+    assert impostor["rule_authenticate"] == 0.0 and impostor["state"] == 1.0
+
+
+def test_owner_fields_name_fields_of_the_world(shop_world: WorldSpec) -> None:
+    data = _world(shop_world).model_dump(mode="json", exclude_defaults=True)
+    data["rules"].update(identity="users", owner_fields={"items": "owner"})
+    with pytest.raises(ValueError, match=r"rules\.owner_fields\.items: 'owner' is not a field of items"):
+        WorldSpec.model_validate(data)
