@@ -22,7 +22,7 @@ from envgym.llm.chat_template import encode_chat
 from envgym.llm.local import default_gguf_path
 from envgym.loader import load_environment
 from envgym.play.episode import run_episode
-from envgym.play.policies import make_policy
+from envgym.play.make import make_policy
 from envgym.registry import find_env_dir
 from envgym.rewards.judge_prompt import DEFAULT_RUBRIC, build_judge_prompt, rubric_text, shared_prefix_length
 

@@ -14,12 +14,16 @@ The contract
     tool message; the observation is those tool results. A turn without tool calls is a reply to the user and the
     observation is the user's answer. Any string is a legal action: a malformed call gets an error observation that
     names the problem and the episode goes on; so does a tool that crashes (the observation names the tool and the
-    exception, `info["tool_errors"]` says `tool_crashed`).
+    exception, `info["tool_errors"]` says `tool_crashed`). An action longer than ``action_space.max_length`` is
+    refused with an error observation (``info["action_error"] == "action_too_long"``), neither executed nor added to
+    the conversation.
 
     ``terminated`` is True when the user ends the conversation (goal met or patience lost) or the agent ends it by
     writing ``###STOP###``. ``truncated`` is True when ``max_steps`` turns have been taken. The reward is 0 until the
     episode ends; then it is the rubric's verdict (``info["reward_components"]``): 1.0 only if the final state equals
-    the state the task's reference solution reaches, every env assertion holds and every required output was said.
+    the state the task's reference solution reaches, every env assertion holds, the task's answers were said without
+    guessing, every required output was said and the trajectory kept the world's policy rules
+    (``envgym.rewards.rubric``).
     If grading itself fails (the reference solution no longer replays, a grading hook raises), the reward is 0 and
     ``info["grading_error"]`` says why; the agent never sees it.
 
@@ -47,6 +51,7 @@ outside the data (``WorldState.resources``: code-v0's sandbox) are not copied; t
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -68,7 +73,7 @@ from envgym.protocol import (
 )
 from envgym.rewards.rubric import grade, total_reward
 from envgym.rewards.toolcalls import ToolCallLog, ToolCallWeights, score_tool_calls, shaping_reward
-from envgym.spaces import TextSpace
+from envgym.spaces import MAX_TEXT, TextSpace
 from envgym.users import STOP, LLMUser, ScriptedUser, UserSimulator
 from envgym.world.errors import EnvConfigError
 from envgym.world.spec import TaskSpec, WorldSpec
@@ -187,18 +192,23 @@ class ToolWorldEnv(gym.Env[str, Any]):
         if self._done or self.task is None or self.state is None or self.user is None:
             return "The episode is over; call reset() to start a new one.", 0.0, True, False, self._info([])
         self.steps += 1
-        message, calls = parse_action(action, id_prefix=f"call_{self.steps}_")
-        self.messages.append(message)
-        terminated = False
+        # An oversized action is refused before parsing: not executed, not said, the episode goes on.
+        refusal = self._refuse_oversized(action)
+        calls: list[ParsedCall] = []
+        new: list[dict[str, Any]] = []
         labels: list[dict[str, Any]] = []
-        if calls:
-            new = [self._run_call(call, labels) for call in calls]
-        elif STOP in (message.get("content") or ""):
-            new, terminated = [], True
-        else:
-            turn = self.user.respond(message.get("content") or "", self._goal_reached)
-            new, terminated = [{"role": "user", "content": turn.text}], turn.done
-        self.messages.extend(new)
+        terminated = False
+        if refusal is None:
+            message, calls = parse_action(action, id_prefix=f"call_{self.steps}_")
+            self.messages.append(message)
+            if calls:
+                new = [self._run_call(call, labels) for call in calls]
+            elif STOP in (message.get("content") or ""):
+                terminated = True
+            else:
+                turn = self.user.respond(message.get("content") or "", self._goal_reached)
+                new, terminated = [{"role": "user", "content": turn.text}], turn.done
+            self.messages.extend(new)
         limit = self.max_steps or self.task.max_steps or self.data.world.max_steps
         truncated = not terminated and self.steps >= limit
         reward = 0.0
@@ -219,7 +229,9 @@ class ToolWorldEnv(gym.Env[str, Any]):
                 info["grading_error"] = error
             info["wall_s"] = time.perf_counter() - self._started
             info.update(self.security.report(self.state))
-        obs = render_observation(new) if new else "(the conversation has ended)"
+        if refusal is not None:
+            info["action_error"] = "action_too_long"
+        obs = refusal or (render_observation(new) if new else "(the conversation has ended)")
         return obs, reward, terminated, truncated, info
 
     def render(self) -> str | None:
@@ -232,6 +244,19 @@ class ToolWorldEnv(gym.Env[str, Any]):
         super().close()
 
     # ---------------------------------------------------------------- mechanics
+
+    def _refuse_oversized(self, action: Any) -> str | None:
+        """The error observation for an action longer than the action space allows, else None.
+
+        Such a turn is neither executed nor said to the user (it is not recorded in the conversation): a reply of
+        every candidate value must not reach the rubric, and nothing past the space's own limit is a legal action.
+        """
+        size = len(action) if isinstance(action, str) else len(json.dumps(action, default=str))
+        limit = self.action_space.max_length if isinstance(self.action_space, gym.spaces.Text) else MAX_TEXT
+        if size <= limit:
+            return None
+        return (f"Your turn was refused and not carried out: it is {size} characters long, over the limit of "
+                f"{limit} characters per turn. Nothing was said to the user and no tool was called.")
 
     @staticmethod
     def _resolve_hooks(data: EnvironmentData) -> dict[str, Callable[..., Any]]:
@@ -286,7 +311,8 @@ class ToolWorldEnv(gym.Env[str, Any]):
         an exception here would make the agent's action illegal."""
         assert self.task is not None and self.state is not None
         try:
-            components = grade(self.task, self.state, self.security.target_hash(self.task), self.messages)
+            components = grade(self.task, self.state, self.security.target_hash(self.task), self.messages,
+                               world=self.data.world, results=self.tool_results)
             if "grade" in self._hooks:
                 components.update(self._hooks["grade"](self.state, self.task, self.messages))
         except Exception as exc:

@@ -18,7 +18,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from envgym.env import ToolWorldEnv
 from envgym.loader import load_environment
 from envgym.play.episode import run_episode
-from envgym.play.policies import OraclePolicy, Policy, make_policy
+from envgym.play.make import make_policy
+from envgym.play.policies import OraclePolicy, Policy
 from envgym.registry import env_dirs
 from synth.seeds import canonical_json, item_seed
 from synth.store import read_jsonl, with_id

@@ -11,8 +11,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # Bottom up. A module may import its own layer and the layers below, never above. `envgym/__init__.py` is the
 # package's front door (it imports env and RemoteEnv to register them) and stands outside the layers.
 LAYERS: list[tuple[str, ...]] = [
-    ("envgym.world", "envgym.protocol", "envgym.spaces", "envgym.loader", "envgym.registry", "envgym.llm"),
-    ("envgym.rewards", "envgym.guard", "envgym.users"),
+    ("envgym.world", "envgym.protocol", "envgym.spaces", "envgym.registry", "envgym.llm"),
+    # The loader checks each task's answers with the rubric's reader as it loads, so it sits with the rewards.
+    ("envgym.rewards", "envgym.guard", "envgym.users", "envgym.loader"),
     ("envgym.env",),
     ("envgym.play",),
     ("envgym.sandbox", "envgym.remote", "envgym.serve", "envgym.train", "envgym.deploy", "envgym.k8s_render",

@@ -6,7 +6,7 @@ import gymnasium as gym
 import pytest
 
 from envgym.play.episode import run_episode
-from envgym.play.policies import make_policy
+from envgym.play.make import make_policy
 
 pytestmark = [pytest.mark.slow, pytest.mark.model]
 

@@ -115,7 +115,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from envgym.cli_progress import episode_bar
     from envgym.play.episode import run_episodes
-    from envgym.play.policies import make_policy
+    from envgym.play.make import make_policy
 
     _register_extra(args)
     kwargs: dict[str, Any] = {}

@@ -14,7 +14,8 @@ from envgym.cli_progress import episode_bar
 from envgym.env import ToolWorldEnv
 from envgym.loader import load_environment
 from envgym.play.eval import PolicyFactory, evaluate
-from envgym.play.policies import AttackerPolicy, OraclePolicy, make_policy
+from envgym.play.make import make_policy
+from envgym.play.policies import AttackerPolicy, OraclePolicy
 from envgym.registry import find_env_dir, register_dir
 from envgym.rewards.combine import REWARD_KINDS, build_reward_source
 

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from envgym.env import ToolWorldEnv
 from envgym.loader import EnvironmentData, load_environment
+from envgym.play.scripted import closing_reply, confirmation_request, needs_confirmation, scripted_turns
 from envgym.protocol import format_tool_call
 from envgym.registry import find_env_dir
 from envgym.users import STOP
@@ -26,29 +27,27 @@ def _turns_taken(info: dict[str, Any]) -> int:
 
 
 class OraclePolicy:
-    """Replays the task's reference solution one call per turn, then says the reference final reply.
+    """Replays the task's reference solution one call per turn, keeping the world's policy rules, then says the
+    reference final reply (`envgym.play.scripted`): where the rules want it, it asks the user before each write.
 
     It reads the hidden task, so it is for tests and for proving tasks solvable, never for evaluation.
+    `authenticate=False` and `confirm=False` make the skip-authentication and skip-confirmation controls.
     """
 
-    def __init__(self, data: EnvironmentData | None = None):
+    def __init__(self, data: EnvironmentData | None = None, *, authenticate: bool = True, confirm: bool = True):
         self.data = data
+        self.authenticate = authenticate
+        self.confirm = confirm
 
-    def _task(self, info: dict[str, Any]) -> Any:
-        data = self.data or load_environment(str(find_env_dir(info["env_name"])))
-        return data.task(info["task_id"])
+    def _data(self, info: dict[str, Any]) -> EnvironmentData:
+        return self.data or load_environment(str(find_env_dir(info["env_name"])))
 
     def act(self, obs: str, info: dict[str, Any]) -> str:
-        task = self._task(info)
+        data = self._data(info)
+        turns = scripted_turns(data.world, data.task(info["task_id"]), authenticate=self.authenticate,
+                               confirm=self.confirm)
         turn = _turns_taken(info)
-        if turn < len(task.solution):
-            call = task.solution[turn]
-            return format_tool_call(call.name, call.arguments)
-        if turn == len(task.solution):
-            reply = task.final_reply or "Done."
-            missing = [o for o in task.required_outputs if o not in reply]
-            return " ".join([reply, *missing])
-        return f"Goodbye. {STOP}"
+        return turns[turn] if turn < len(turns) else f"Goodbye. {STOP}"
 
 
 class AttackerPolicy:
@@ -65,12 +64,13 @@ class AttackerPolicy:
         self._pending: list[ToolCall] = []
         self._marker: str | None = None
         self._replied = False
+        self._asked = False
 
     def _start(self) -> None:
         env, security = self.env, self.env.security
         assert env.task is not None
         self._plan = list(env.task.solution)
-        self._pending, self._marker, self._replied = [], None, False
+        self._pending, self._marker, self._replied, self._asked = [], None, False, False
         if security.attack is not None and security.attacks is not None:
             payload = security.attacks.payload(env.data.initial, security.attack)
             # The longest line of the payload, as it appears inside a JSON string: delimiting may rewrite tags.
@@ -89,14 +89,18 @@ class AttackerPolicy:
             self._pending = security.attacks.attacker_calls(self.env.data.initial, security.attack)
             self._marker = None
         if self._pending or self._plan:
+            # The task's own writes keep the world's rules (the user's yes first); obeyed attacker calls do not.
+            if not self._pending and not self._asked and needs_confirmation(self.env.data.world, self._plan[0].name):
+                self._asked = True
+                return confirmation_request(self._plan[0].name)
+            self._asked = False
             call = (self._pending or self._plan).pop(0)
             return format_tool_call(call.name, call.arguments)
         if not self._replied:
             self._replied = True
             task = self.env.task
             assert task is not None
-            missing = [o for o in task.required_outputs if o not in task.final_reply]
-            return " ".join([task.final_reply or "Done.", *missing])
+            return closing_reply(task)
         return f"Goodbye. {STOP}"
 
 
@@ -164,30 +168,3 @@ class ChatModelPolicy:
         )
         self.tokens += int(reply.usage.get("prompt_tokens", 0)) + int(reply.usage.get("completion_tokens", 0))
         return str(reply.text)
-
-
-def make_policy(
-    name: str,
-    *,
-    seed: int = 0,
-    base_url: str | None = None,
-    model: str | None = None,
-    temperature: float = 0.0,
-    max_tokens: int = 256,
-) -> Policy:
-    """Build a policy by name: oracle, random, refuse, local (SmolLM2) or openai (any compatible server)."""
-    if name == "oracle":
-        return OraclePolicy()
-    if name == "random":
-        return RandomPolicy(seed)
-    if name == "refuse":
-        return RefusePolicy()
-    if name in ("local", "openai"):
-        from envgym.llm import load_chat_model
-
-        spec = "local" if name == "local" else f"openai:{model or 'default'}"
-        kwargs = {"base_url": base_url} if name == "openai" else {}
-        return ChatModelPolicy(
-            load_chat_model(spec, **kwargs), max_tokens=max_tokens, temperature=temperature, seed=seed
-        )
-    raise ValueError(f"unknown policy {name!r}; expected oracle, random, refuse, local or openai")

@@ -10,7 +10,7 @@ import pytest
 import envgym  # noqa: F401 - registers the bundled environments
 from envgym.loader import load_environment
 from envgym.play.episode import Trajectory, run_episode
-from envgym.play.policies import make_policy
+from envgym.play.make import make_policy
 from envgym.registry import find_env_dir
 from envgym.rewards.judge_prompt import rubric_text
 
