@@ -13,8 +13,7 @@ from typing import Any
 
 from envgym.world.spec import Filter, Precondition, ToolSpec
 from synth.lexicon import words
-from synth.model import DomainModel
-from synth.model import FieldModel
+from synth.model import DomainModel, FieldModel
 from synth.operators import Made, _filters, param
 
 REASONS = ["customer request", "duplicate", "entered by mistake", "no longer needed", "schedule change",

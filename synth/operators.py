@@ -33,9 +33,7 @@ def param(f: FieldModel, limit: float | None = None, description: str = "") -> d
                "maximum": f.hi if limit is None else limit}
         if f.kind != "money":
             out = {**out, "minimum": int(f.lo), "maximum": int(out["maximum"])}
-    elif f.kind in ("enum", "state"):
-        out = {"type": "string", "enum": list(f.choices)}
-    elif f.kind == "list":
+    elif f.kind in ("enum", "state") or f.kind == "list":
         out = {"type": "string", "enum": list(f.choices)}
     elif f.kind in ("id", "ref"):
         out = dict(ID)

@@ -15,13 +15,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from envgym.llm import ChatModel
 from envgym.loader import build_environment
 from envgym.world.spec import TaskSpec, ToolSpec
 from synth.materialize import write_env
 from synth.model import DomainModel, TaskRecord, ToolRecord
 from synth.seeds import canonical_json
 from synth.stages.domains import select_domains
-from synth.stages.tasks import stage_tasks
+from synth.stages.tasks import paraphrased, stage_tasks
 from synth.stages.tools import stage_tools
 from synth.stages.verify import rejected_by, verify_tasks
 from synth.stages.worlds import domain_world
@@ -52,12 +53,19 @@ def index_tools(tools: list[ToolRecord]) -> dict[str, list[tuple[ToolSpec, str, 
     return out
 
 
-def unit_tasks(domain: DomainModel, tools: list[ToolRecord], config: SynthConfig) -> list[dict[str, Any]]:
+def unit_tools(domain: DomainModel, seed: int) -> list[dict[str, Any]]:
+    return [t.model_dump(mode="json") for t in stage_tools(domain, seed)]
+
+
+def unit_tasks(domain: DomainModel, tools: list[ToolRecord], config: SynthConfig,
+               model: ChatModel | None = None) -> list[dict[str, Any]]:
     """Sample, solve and verify one domain's tasks; every sampled task is recorded, kept or not."""
     world = domain_world(domain, tools, config.max_steps)
     data = build_environment(world, [])
     tasks, _ = stage_tasks(domain, index_tools(tools), data.initial, data.executor, config.tasks_per_env,
                            config.seed, domain.name)
+    if model is not None:
+        tasks = [paraphrased(model, t) for t in tasks]
     if not tasks:
         return []
     data = build_environment(world, tasks)
@@ -91,9 +99,12 @@ def summarize(domains: list[DomainModel], tools: list[ToolRecord], tasks: list[T
             "tasks_rejected_by": dict(sorted(rejected.items()))}
 
 
-def run_pipeline(config: SynthConfig, out: str | Path, advance: Advance | None = None) -> dict[str, Any]:
+def run_pipeline(config: SynthConfig, out: str | Path, advance: Advance | None = None,
+                 model: ChatModel | None = None, workers: int = 1) -> dict[str, Any]:
     """Run (or resume) every stage and write the environment folders; returns a summary. `advance(stage, total)`
-    is called once per finished unit (the CLI draws progress with it)."""
+    is called once per finished unit (the CLI draws progress with it); `model` paraphrases openings (through its
+    record/replay cache); `workers` processes run the tools and tasks stages (same files for any number)."""
+    workers = 1 if model is not None else workers
     out = Path(out)
     stages = out / SYNTH_DIR
     _check_config(stages, config)
@@ -107,15 +118,15 @@ def run_pipeline(config: SynthConfig, out: str | Path, advance: Advance | None =
     domains = sorted((DomainModel.model_validate({k: v for k, v in r.items() if k not in ("id", "unit")})
                       for r in domain_rows), key=lambda d: d.order)
     tool_rows = StageStore(stages, "tools").run(
-        [(d.name, partial(lambda d: [t.model_dump(mode="json") for t in stage_tools(d, config.seed)], d))
-         for d in domains], tick("tools", len(domains)))
+        [(d.name, partial(unit_tools, d, config.seed)) for d in domains], tick("tools", len(domains)), workers)
     tools = [ToolRecord.model_validate({k: v for k, v in r.items() if k not in ("id", "unit")}) for r in tool_rows]
     by_domain: dict[str, list[ToolRecord]] = {d.name: [] for d in domains}
     for t in sorted(tools, key=lambda t: (t.domain, t.order)):
         if t.valid:
             by_domain[t.domain].append(t)
     task_rows = StageStore(stages, "tasks").run(
-        [(d.name, partial(unit_tasks, d, by_domain[d.name], config)) for d in domains], tick("tasks", len(domains)))
+        [(d.name, partial(unit_tasks, d, by_domain[d.name], config, model)) for d in domains],
+        tick("tasks", len(domains)), workers)
     tasks = [TaskRecord.model_validate({k: v for k, v in r.items() if k not in ("id", "unit")}) for r in task_rows]
     kept: dict[str, list[TaskRecord]] = {}
     for t in sorted(tasks, key=lambda t: (t.env, t.order)):

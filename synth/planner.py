@@ -19,10 +19,10 @@ from envgym.protocol import format_tool_call
 from envgym.users import STOP
 from envgym.world.spec import TaskSpec, ToolCall
 from envgym.world.state import WorldState
+from synth.lexicon import words
 from synth.program import Ask, CallRequest, Program, ProgramError, Reply, run
 from synth.rules import _YES
 from synth.stages.tasks import CONFIRM, question
-from synth.lexicon import words
 
 TRANSIENT = "temporarily unavailable"
 

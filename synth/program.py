@@ -126,9 +126,7 @@ def _cast(value: Any, cast: str) -> Any:
 
 def _get(value: Any, path: list[str | int]) -> Any:
     for part in path:
-        if isinstance(part, int) and isinstance(value, list) and -len(value) <= part < len(value):
-            value = value[part]
-        elif isinstance(part, str) and isinstance(value, dict) and part in value:
+        if (isinstance(part, int) and isinstance(value, list) and -len(value) <= part < len(value)) or (isinstance(part, str) and isinstance(value, dict) and part in value):
             value = value[part]
         else:
             raise ProgramError(f"no {part!r} in {str(value)[:80]}")

@@ -64,9 +64,10 @@ def rule_components(messages: list[dict[str, Any]], rules: Rules, solution: list
         if name in rules.authenticate_with and ok:
             authed = True
     confirm_ok, last_write = True, 0
-    for i, name, _, ok in calls:
+    for i, name, _, _ok in calls:
         if name in rules.writes:
-            said = [m for m in messages[last_write:i] if m.get("role") == "user" and _YES.search(m.get("content") or "")]
+            said = [m for m in messages[last_write:i]
+                    if m.get("role") == "user" and _YES.search(m.get("content") or "")]
             if not said:
                 confirm_ok = False
             last_write = i + 1

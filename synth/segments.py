@@ -168,7 +168,7 @@ def identify_record(b: Builder, e: EntityModel, ok: Any = None) -> tuple[Record,
 def seg_lookup(b: Builder) -> None:
     """Multi-hop: find one of my records, then read a field of it or of the record it references."""
     e = owned_entity(b)
-    target, rec = identify_record(b, e)
+    _, rec = identify_record(b, e)
     refs = [f for f in e.of_kind("ref") if f.ref != b.domain.account]
     if refs and b.rng.random() < 0.6:
         rf = b.rng.choice(refs)
@@ -199,8 +199,8 @@ def seg_aggregate(b: Builder) -> None:
     how = b.rng.choice(["count", *(["sum", "min", "max"] if numeric else [])])
     f = b.rng.choice(numeric) if how != "count" else None
     tools = [(s, op) for s, ent, op in [t for ts in b.tools.values() for t in ts]
-             if ent == e.name and op == f"aggregate_{how}" and (f is None or s.effect and
-                                                                 s.effect.aggregate_field == f.name)]
+             if ent == e.name and op == f"aggregate_{how}" and (f is None or (s.effect and
+                                                                 s.effect.aggregate_field == f.name))]
     phrase = {"count": f"how many {words(e.plural)} you have",
               "sum": f"the total {words(f.name) if f else ''} over all your {words(e.plural)}",
               "min": f"the lowest {words(f.name) if f else ''} among your {words(e.plural)}",
@@ -338,7 +338,7 @@ def seg_iterate(b: Builder) -> None:
     rows = [r for r in rows if r["status"] == status]
     if len(rows) < 2:
         raise Unfit("not a set")
-    b.said.append(f"all my {words(status)} {words(e.plural)}")
+    b.said.append(f"all my {status} {words(e.plural)}")
     bulk = [s for s, ent, _ in b.tools.get("bulk_transition", []) if ent == e.name and s.effect
             and s.effect.set.get("status") == t.target]
     b.clauses.append(f"you want every one of your {words(status)} {words(e.plural)} marked as {words(t.target)}")

@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable
 
 from synth.grammar import EXTRA_FIELDS, LINKS, POOL, WORKFLOWS, flow, quantity, state
-from synth.lexicon import AUDIENCES, words
+from synth.lexicon import AUDIENCES
 from synth.model import DomainModel, EntityModel, FieldModel, Limit
 from synth.seeds import item_rng
 from synth.taxonomy import DomainBlueprint, Taxonomy

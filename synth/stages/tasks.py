@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from envgym.llm import ChatModel
 from envgym.users import _aliases
 from envgym.world.spec import TaskSpec, ToolCall, ToolSpec
 from envgym.world.state import WorldState
@@ -53,6 +54,23 @@ def solve(program: Program, executor: ToolExecutor, state: WorldState, known: di
     if reply is None:
         raise Unfit("the program never answered")
     return calls, reply
+
+
+def _literals(program: Program) -> list[Any]:
+    """Values the program takes from the opening (they must survive any rewording of it)."""
+    found: list[Any] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("src") == "lit":
+                found.append(node.get("value"))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(program.model_dump(mode="json"))
+    return sorted({str(v) for v in found})
 
 
 def question(key: str) -> str:
@@ -113,7 +131,19 @@ def sample_task(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, 
         user_known=b.known, solution=calls, final_reply=reply.text, required_outputs=values, rubric=rubric,
         max_steps=4 * len(calls) + 2 * len(b.known) + 8, tags=[*kinds, "write" if writes else "read"],
         meta={"kind": "+".join(kinds), "shape": program_shape, "program": program.model_dump(mode="json", exclude_defaults=True),
-              "answers": answers, "tools": tool_ops, "constraints": []})
+              "answers": answers, "tools": tool_ops, "constraints": [], "paraphrased": False,
+              "literals": _literals(program)})
+
+
+def paraphrased(model: ChatModel, task: TaskSpec) -> TaskSpec:
+    """The task with a model's rewording of its opening, kept only if every literal it states survives verbatim."""
+    keep = [str(v) for v in task.meta.get("literals", [])]
+    prompt = ("Rewrite this customer message in different words. Keep every name and number exactly. "
+              f"Reply with the rewritten message only.\n\nMessage: {task.opening}")
+    reply = model.chat([{"role": "user", "content": prompt}], max_tokens=96, temperature=0.0, seed=0).text.strip()
+    if not reply or len(reply) > 400 or "<" in reply or not all(k in reply for k in keep):
+        return task
+    return task.model_copy(update={"opening": reply, "meta": {**task.meta, "paraphrased": True}})
 
 
 def stage_tasks(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, str]]], initial: WorldState,

@@ -110,6 +110,6 @@ def domain_world(domain: DomainModel, tools: list[ToolRecord], max_steps: int) -
         entities=domain_entities(domain), tools=specs, policy=policy_text(domain, specs, rules),
         system_prompt=system, max_steps=max_steps,
         meta={"synth": {"category": domain.category, "domain": domain.name, "parent": domain.parent,
-                        "root": domain.root, "operators": domain.operators, "rules": rules,
+                        "root": domain.root, "operators": domain.operators, "rules": rules, "order": domain.order,
                         "tools": {t.spec["name"]: {"operator": t.operator, "mutations": t.mutations,
                                                    "signature": t.signature} for t in tools}}})
