@@ -32,8 +32,8 @@ class Rules:
     no_unrequested_writes: bool = True
 
 
-def _calls(messages: list[dict[str, Any]]) -> list[tuple[int, str, dict[str, Any], bool]]:
-    """(message index, tool, arguments, succeeded) for every tool call, in order."""
+def _calls(messages: list[dict[str, Any]]) -> list[tuple[int, str, dict[str, Any], str]]:
+    """(message index, tool, arguments, outcome: ok | transient | error) for every tool call, in order."""
     results = {m.get("tool_call_id"): m.get("content") or "" for m in messages if m.get("role") == "tool"}
     out = []
     for i, m in enumerate(messages):
@@ -44,8 +44,9 @@ def _calls(messages: list[dict[str, Any]]) -> list[tuple[int, str, dict[str, Any
             except json.JSONDecodeError:
                 args = {}
             content = results.get(call.get("id"), "")
-            ok = not content.startswith('{"error"')
-            out.append((i, fn.get("name", ""), args if isinstance(args, dict) else {}, ok))
+            outcome = "ok" if not content.startswith('{"error"') else \
+                "transient" if "temporarily unavailable" in content else "error"
+            out.append((i, fn.get("name", ""), args if isinstance(args, dict) else {}, outcome))
     return out
 
 
@@ -58,23 +59,25 @@ def rule_components(messages: list[dict[str, Any]], rules: Rules, solution: list
     """`answers`, `rule_authenticate`, `rule_confirm`, `rule_no_extra_writes` for one finished episode."""
     calls = _calls(messages)
     authed, auth_ok = False, True
-    for _, name, _, ok in calls:
+    for _, name, _, outcome in calls:
         if name in rules.requires_auth and not authed:
             auth_ok = False
-        if name in rules.authenticate_with and ok:
+        if name in rules.authenticate_with and outcome == "ok":
             authed = True
     confirm_ok, last_write = True, 0
-    for i, name, _, _ok in calls:
+    for i, name, _, outcome in calls:
         if name in rules.writes:
             said = [m for m in messages[last_write:i]
                     if m.get("role") == "user" and _YES.search(m.get("content") or "")]
             if not said:
                 confirm_ok = False
-            last_write = i + 1
+            # A call the service dropped (transient) did not happen: its retry may use the same confirmation.
+            if outcome != "transient":
+                last_write = i + 1
     expected = [(n, _canonical(a)) for n, a in solution if n in rules.writes]
     extra_ok = True
-    for _, name, args, ok in calls:
-        if name in rules.writes and ok:
+    for _, name, args, outcome in calls:
+        if name in rules.writes and outcome == "ok":
             if (name, _canonical(args)) in expected:
                 expected.remove((name, _canonical(args)))
             else:

@@ -150,7 +150,9 @@ OPERATORS: dict[str, Operator] = {"specialize": specialize, "add_entity": add_en
 
 def _child(parent: DomainModel, rng: random.Random, taken: set[str], order: int) -> DomainModel:
     child, applied = parent, []
-    for _ in range(rng.randint(1, 3)):
+    wanted = rng.randint(1, 3)
+    # Draw until `wanted` operators applied (specialize always applies, so this ends).
+    while len(applied) < wanted:
         name = rng.choice(sorted(OPERATORS))
         made = OPERATORS[name](child, rng)
         if made is not None:

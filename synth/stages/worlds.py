@@ -112,4 +112,5 @@ def domain_world(domain: DomainModel, tools: list[ToolRecord], max_steps: int) -
         meta={"synth": {"category": domain.category, "domain": domain.name, "parent": domain.parent,
                         "root": domain.root, "operators": domain.operators, "rules": rules, "order": domain.order,
                         "tools": {t.spec["name"]: {"operator": t.operator, "mutations": t.mutations,
-                                                   "signature": t.signature} for t in tools}}})
+                                                   "entity": t.entity} for t in tools},
+                        "model": domain.model_dump(mode="json", exclude_defaults=True)}})
