@@ -167,7 +167,7 @@ def aggregate(d: DomainModel, e: EntityModel, rng: random.Random) -> Made | None
             "max": f"the highest {words(field.name) if field else ''} (and which {e.label} has it)"}[how]
     per = f", per {words(group)}" if group else ""
     spec = _tool(name, f"Compute {what} over the {words(e.plural)} matching the filters{per}.", props, required,
-                 Effect(op="aggregate", entity=e.plural, filters=filters, aggregate=how,  # type: ignore[arg-type]
+                 Effect(op="aggregate", entity=e.plural, filters=filters, aggregate=how,
                         aggregate_field=field.name if field else None, group_by=group), True)
     return Made(spec, f"aggregate_{how}" + ("_grouped" if group else ""), e.name, kinds)
 

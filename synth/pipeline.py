@@ -129,9 +129,9 @@ def run_pipeline(config: SynthConfig, out: str | Path, advance: Advance | None =
         tick("tasks", len(domains)), workers)
     tasks = [TaskRecord.model_validate({k: v for k, v in r.items() if k not in ("id", "unit")}) for r in task_rows]
     kept: dict[str, list[TaskRecord]] = {}
-    for t in sorted(tasks, key=lambda t: (t.env, t.order)):
-        if t.keep:
-            kept.setdefault(t.env, []).append(t)
+    for record in sorted(tasks, key=lambda r: (r.env, r.order)):
+        if record.keep:
+            kept.setdefault(record.env, []).append(record)
     for d in domains:
         if d.name in kept:
             write_env(out, d, by_domain[d.name], [TaskSpec.model_validate(t.task) for t in kept[d.name]],

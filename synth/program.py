@@ -126,10 +126,10 @@ def _cast(value: Any, cast: str) -> Any:
 
 def _get(value: Any, path: list[str | int]) -> Any:
     for part in path:
-        if (isinstance(part, int) and isinstance(value, list) and -len(value) <= part < len(value)) or (isinstance(part, str) and isinstance(value, dict) and part in value):
-            value = value[part]
-        else:
+        in_list = isinstance(value, list) and isinstance(part, int) and -len(value) <= part < len(value)
+        if not in_list and not (isinstance(value, dict) and part in value):
             raise ProgramError(f"no {part!r} in {str(value)[:80]}")
+        value = value[part]  # type: ignore[index]
     return value
 
 

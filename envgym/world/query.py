@@ -66,8 +66,8 @@ def expand(record: Record, effect: Effect, tables: dict[str, dict[str, Record]],
 def _reduce(rows: list[Record], effect: Effect, key: str) -> Any:
     if effect.aggregate == "count":
         return len(rows)
-    values = [(r[effect.aggregate_field], r[key]) for r in rows
-              if isinstance(r.get(effect.aggregate_field or ""), int | float)]
+    field = effect.aggregate_field or ""
+    values = [(r[field], r[key]) for r in rows if isinstance(r.get(field), int | float)]
     if effect.aggregate == "sum":
         return round(sum(v for v, _ in values), 2)
     if not values:

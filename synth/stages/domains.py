@@ -32,7 +32,7 @@ def _prefix(name: str, taken: set[str]) -> str:
 
 
 def _entity(domain: list[EntityModel], name: str, **kw: object) -> EntityModel:
-    return EntityModel(name=name, prefix=_prefix(name, {e.prefix for e in domain}), **kw)  # type: ignore[arg-type]
+    return EntityModel(name=name, prefix=_prefix(name, {e.prefix for e in domain}), **kw)
 
 
 def seed_domain(bp: DomainBlueprint, category: str, rng: random.Random, order: int) -> DomainModel:
@@ -149,7 +149,7 @@ OPERATORS: dict[str, Operator] = {"specialize": specialize, "add_entity": add_en
 
 
 def _child(parent: DomainModel, rng: random.Random, taken: set[str], order: int) -> DomainModel:
-    child, applied = parent, []
+    child, applied = parent, list[str]()
     wanted = rng.randint(1, 3)
     # Draw until `wanted` operators applied (specialize always applies, so this ends).
     while len(applied) < wanted:

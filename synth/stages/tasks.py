@@ -124,8 +124,8 @@ def sample_task(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, 
     if writes:
         rubric.append("The agent got an explicit yes before each change, and made no change that was not asked for.")
     if answers:
-        rubric.append("The agent stated exactly " + ", ".join(a["value"] for a in answers) + " and no other "
-                      "candidate values.")
+        stated = ", ".join(str(a["value"]) for a in answers)
+        rubric.append(f"The agent stated exactly {stated} and no other candidate values.")
     return TaskSpec(
         id=f"{'_'.join(kinds)}_{content_id(body, 12)}", instruction=instruction, opening=opening,
         user_known=b.known, solution=calls, final_reply=reply.text, required_outputs=values, rubric=rubric,
