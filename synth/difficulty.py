@@ -19,7 +19,7 @@ from envgym.loader import EnvironmentData, build_environment, load_environment
 from envgym.registry import env_dirs
 from envgym.world.spec import TaskSpec, ToolSpec, dump_tasks
 from synth.model import DomainModel
-from synth.program import Program
+from synth.program import Program, ProgramError
 from synth.seeds import canonical_json, content_id, item_rng
 from synth.segments import Builder, Unfit, seg_change
 from synth.stages.tasks import solve
@@ -57,7 +57,7 @@ def append_constraint(data: EnvironmentData, task: TaskSpec, seed: int) -> TaskS
             seg_change(b)
             extended = Program(steps=[*b.steps, program.steps[-1]])
             calls, _ = solve(extended, data.executor, data.initial.copy(), b.known)
-        except Unfit:
+        except (Unfit, ProgramError):
             continue
         if len(calls) <= len(task.solution) or data.executor.tools[calls[-1].name].read_only:
             continue

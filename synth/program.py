@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from envgym.world.spec import ToolSpec
 from envgym.world.tools import compare
 
 
@@ -129,7 +130,7 @@ def _get(value: Any, path: list[str | int]) -> Any:
         in_list = isinstance(value, list) and isinstance(part, int) and -len(value) <= part < len(value)
         if not in_list and not (isinstance(value, dict) and part in value):
             raise ProgramError(f"no {part!r} in {str(value)[:80]}")
-        value = value[part]  # type: ignore[index]
+        value = value[part]
     return value
 
 
@@ -233,3 +234,24 @@ def shape(program: Program, tools: dict[str, str]) -> str:
                 out.append(f"answer:{len(s.values)}")
         return out
     return ">".join(walk(program.steps))
+
+
+def bind(spec: ToolSpec, avail: dict[str, Expr]) -> dict[str, Any]:
+    """Arguments for `spec` from the available values by parameter name (nested objects too); a required
+    parameter without a value makes the segment unfit."""
+    def walk(schema: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, sub in schema.get("properties", {}).items():
+            if sub.get("type") == "object":
+                inner = walk(sub)
+                if inner or name in schema.get("required", []):
+                    out[name] = inner
+            elif name in avail:
+                out[name] = avail[name]
+            elif name in schema.get("required", []):
+                raise ProgramError(f"{spec.name} needs {name}")
+        missing = [r for r in schema.get("required", []) if r not in out]
+        if missing:
+            raise ProgramError(f"{spec.name} needs {missing}")
+        return out
+    return walk(spec.parameters)

@@ -16,7 +16,8 @@ from envgym.world.spec import ToolSpec
 from envgym.world.state import Record, WorldState
 from synth.lexicon import a, words
 from synth.model import DomainModel, EntityModel, FieldModel
-from synth.program import AskStep, BranchStep, CallStep, EachStep, Expr, PickStep, Step
+from synth.phrasing import phrase
+from synth.program import AskStep, BranchStep, CallStep, EachStep, Expr, PickStep, Step, bind
 
 ANSWER_TYPES = {"money": "money", "quantity": "number", "duration": "number", "date": "date", "time": "time",
                 "enum": "enum", "state": "enum", "id": "id", "ref": "id"}
@@ -48,6 +49,7 @@ class Builder:
     answers: list[Answer] = field(default_factory=list)
     ops: dict[str, str] = field(default_factory=dict)
     said: list[str] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
     n: int = 0
 
     def tool(self, operator: str, entity: str, ok: Any = None) -> ToolSpec:
@@ -80,31 +82,6 @@ class Builder:
     def mine(self, e: EntityModel) -> list[Record]:
         owner = e.owner or ""
         return [r for _, r in sorted(self.state.tables[e.plural].items()) if r.get(owner) == self.me[self.acct.key]]
-
-
-def bind(spec: ToolSpec, avail: dict[str, Expr]) -> dict[str, Any]:
-    """Arguments for `spec` from the available values by parameter name (nested objects too); a required
-    parameter without a value makes the segment unfit."""
-    def walk(schema: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, sub in schema.get("properties", {}).items():
-            if sub.get("type") == "object":
-                inner = walk(sub)
-                if inner or name in schema.get("required", []):
-                    out[name] = inner
-            elif name in avail:
-                out[name] = avail[name]
-            elif name in schema.get("required", []):
-                raise Unfit(f"{spec.name} needs {name}")
-        missing = [r for r in sub_required(schema) if r not in out]
-        if missing:
-            raise Unfit(f"{spec.name} needs {missing}")
-        return out
-    return walk(spec.parameters)
-
-
-def sub_required(schema: dict[str, Any]) -> list[str]:
-    return list(schema.get("required", []))
 
 
 def answer_of(b: Builder, expr: Expr, f: FieldModel | None, label: str, kind: str | None = None) -> Answer:
@@ -161,7 +138,8 @@ def identify_record(b: Builder, e: EntityModel, ok: Any = None) -> tuple[Record,
     user = b.ask(key, target[f.name])
     saved = b.var()
     b.steps.append(PickStep(source=Expr(src="var", key=listed), field=f.name, how="eq", equals=user, save=saved))
-    b.clauses.append(f"you have several {words(e.plural)}; the one you mean has {words(f.name)} {target[f.name]}")
+    b.clauses.append(phrase(b.rng, "several", plural=words(e.plural), label=e.label, field=words(f.name),
+                            value=target[f.name]))
     return target, Expr(src="var", key=saved)
 
 
@@ -182,14 +160,14 @@ def seg_lookup(b: Builder) -> None:
         f = b.rng.choice(fields)
         b.answers.append(answer_of(b, Expr(src="var", key=got, path=[f.name]), f, f"{words(f.name)} of the "
                                                                                    f"{other.label}"))
-        b.clauses.append(f"you want to know the {words(f.name)} of the {other.label} behind your {e.label}")
+        b.clauses.append(phrase(b.rng, "lookup_ref", field=words(f.name), other=other.label, label=e.label))
         return
     fields = [f for f in e.fields if f.kind in ANSWER_TYPES and f.kind not in ("ref", "id")]
     if not fields:
         raise Unfit("nothing to read")
     f = b.rng.choice(fields)
     b.answers.append(answer_of(b, Expr(src="var", key=rec.key, path=[f.name]), f, words(f.name)))
-    b.clauses.append(f"you want to know the {words(f.name)} of your {e.label}")
+    b.clauses.append(phrase(b.rng, "lookup", field=words(f.name), label=e.label))
 
 
 def seg_aggregate(b: Builder) -> None:
@@ -201,7 +179,7 @@ def seg_aggregate(b: Builder) -> None:
     tools = [(s, op) for s, ent, op in [t for ts in b.tools.values() for t in ts]
              if ent == e.name and op == f"aggregate_{how}" and (f is None or (s.effect and
                                                                  s.effect.aggregate_field == f.name))]
-    phrase = {"count": f"how many {words(e.plural)} you have",
+    what = {"count": f"how many {words(e.plural)} you have",
               "sum": f"the total {words(f.name) if f else ''} over all your {words(e.plural)}",
               "min": f"the lowest {words(f.name) if f else ''} among your {words(e.plural)}",
               "max": f"the highest {words(f.name) if f else ''} among your {words(e.plural)}"}[how]
@@ -211,14 +189,14 @@ def seg_aggregate(b: Builder) -> None:
         b.ops[spec.name] = op
         got = b.call(spec, {b.acct.key: me_expr(b)})
         path: list[str | int] = [how] if how in ("count", "sum") else [how, "value"]
-        b.answers.append(answer_of(b, Expr(src="var", key=got, path=path), f, phrase, kind))
+        b.answers.append(answer_of(b, Expr(src="var", key=got, path=path), f, what, kind))
     else:
         listed = list_mine(b, e)
         if len(b.mine(e)) > (b.tool("search", e.name).effect or _no()).limit:
             raise Unfit("more records than one page")
         b.answers.append(answer_of(b, Expr(src="var", key=listed, reduce=how, field=f.name if f else ""), f,
-                                   phrase, kind))
-    b.clauses.append(f"you want to know {phrase}")
+                                   what, kind))
+    b.clauses.append(phrase(b.rng, "aggregate", what=what))
 
 
 def _no() -> Any:
@@ -241,20 +219,21 @@ def _write_on(b: Builder, e: EntityModel, target: Record, rec: Expr, avoid: str 
     avail = {e.key: Expr(src="var", key=rec.key, path=[e.key]), b.acct.key: me_expr(b)}
     if "reason" in spec.parameters["properties"]:
         avail["reason"] = b.ask("reason", b.rng.choice(spec.parameters["properties"]["reason"]["enum"]))
-    clause = f"you want your {e.label} {words(spec.name.split('_' + e.name)[0])}"
+    act = ""
     if op == "update":
         fname = next(k for k in spec.parameters["properties"] if k not in (e.key, b.acct.key))
         fm = e.field(fname)
         new = _new_value(b, fm, target.get(fname), spec.parameters["properties"][fname])
         avail[fname] = b.ask(f"new_{fname}", new)
-        clause = f"you want the {words(fname)} of your {e.label} changed to {new}"
+        act = phrase(b.rng, "update", field=words(fname), label=e.label, new=new)
     if op == "transition":
         target_state = spec.effect.set["status"] if spec.effect else ""
-        clause = f"you want your {e.label} marked as {words(target_state)}"
+        act = phrase(b.rng, "transition", label=e.label, state=words(target_state))
     if op == "delete":
-        clause = f"you want your {e.label} deleted"
+        act = phrase(b.rng, "delete", label=e.label)
     b.ops[spec.name] = op
-    b.clauses.append(clause)
+    b.actions.append(act)
+    b.clauses.append(phrase(b.rng, "want", act=act))
     b.call(spec, avail, write=True)
     return spec.name
 
@@ -297,7 +276,7 @@ def seg_compare_act(b: Builder) -> None:
     saved = b.var()
     b.steps.append(PickStep(source=Expr(src="var", key=listed), field=f.name, how=how, save=saved))
     word = "lowest" if how == "min" else "highest"
-    b.clauses.append(f"among your {words(e.plural)} you mean the one with the {word} {words(f.name)}")
+    b.clauses.append(phrase(b.rng, "compare", plural=words(e.plural), label=e.label, word=word, field=words(f.name)))
     _write_on(b, e, target, Expr(src="var", key=saved))
     b.answers.append(answer_of(b, Expr(src="var", key=saved, path=[e.key]), None, f"which {e.label} it was"))
 
@@ -316,7 +295,7 @@ def seg_branch(b: Builder) -> None:
     clauses = len(b.clauses)
     _write_on(b, e, target, rec)
     then, b.steps = b.steps, outer
-    action = b.clauses[clauses].removeprefix("you want ")
+    action = b.actions[-1]
     del b.clauses[clauses:]
     condition = f"if its {words(f.name)} is {'under' if op == 'lt' else 'at least'} {threshold}"
     b.said.append(f"my {e.label}: {condition}, I want {action.replace('your ', 'my ')}")
@@ -341,7 +320,8 @@ def seg_iterate(b: Builder) -> None:
     b.said.append(f"all my {status} {words(e.plural)}")
     bulk = [s for s, ent, _ in b.tools.get("bulk_transition", []) if ent == e.name and s.effect
             and s.effect.set.get("status") == t.target]
-    b.clauses.append(f"you want every one of your {words(status)} {words(e.plural)} marked as {words(t.target)}")
+    b.clauses.append(phrase(b.rng, "iterate", status=words(status), plural=words(e.plural), label=e.label,
+                            target=words(t.target)))
     if bulk and b.rng.random() < 0.5:
         b.ops[bulk[0].name] = "bulk_transition"
         done = b.call(bulk[0], {b.acct.key: me_expr(b), "status": Expr(src="lit", value=status)}, write=True)
@@ -388,8 +368,8 @@ def seg_create(b: Builder) -> None:
             details.append(f"{words(pname)} {value}")
         made = b.call(spec, avail, write=True)
         b.ops[spec.name] = "create"
-        b.clauses.append(f"you want to add {a(e.label)} for the {cat.label} {item['name']}"
-                         + (f" with {', '.join(details)}" if details else "") + ", and to be told its new id")
+        b.clauses.append(phrase(b.rng, "create", a_label=a(e.label), label=e.label, other=cat.label,
+                                name=item["name"], details=f" with {', '.join(details)}" if details else ""))
         b.answers.append(Answer(Expr(src="var", key=made, path=[e.key]), "id", [], f"the new {e.label} id"))
         return
     raise Unfit("no create tool on a catalog")

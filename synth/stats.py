@@ -9,7 +9,6 @@ and numbers are masked.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,17 +16,7 @@ from typing import Any
 from envgym.registry import env_dirs
 from envgym.world.spec import load_tasks, load_world
 from synth.mutations import signature
-
-_MASKS = [(re.compile(r"\S+@\S+"), "<email>"), (re.compile(r"\b\d{4}-\d{2}-\d{2}\b"), "<date>"),
-          (re.compile(r"\b\d{1,2}:\d{2}\b"), "<time>"), (re.compile(r"\b[A-Z]{2,5}-?\d{4,5}\b"), "<id>"),
-          (re.compile(r"\d+(?:\.\d+)?"), "<num>"), (re.compile(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)*"), "<name>")]
-
-
-def mask(text: str) -> str:
-    """The text with names, ids, emails, dates, times and numbers replaced by placeholders."""
-    for pattern, placeholder in _MASKS:
-        text = pattern.sub(placeholder, text)
-    return text
+from synth.phrasing import mask
 
 
 def near_duplicate_rate(texts: list[str]) -> float:

@@ -18,6 +18,7 @@ from envgym.world.state import WorldState
 from envgym.world.tools import ToolExecutor
 from synth.lexicon import words
 from synth.model import DomainModel
+from synth.phrasing import mask, phrase
 from synth.program import AnswerStep, Ask, CallRequest, Program, ProgramError, Reply, run, shape
 from synth.seeds import content_id
 from synth.segments import SEGMENTS, Builder, Unfit, authenticate
@@ -115,8 +116,9 @@ def sample_task(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, 
     answers = [{"value": v, "type": a.type, "choices": a.choices} for v, a in zip(values, b.answers, strict=True)]
     topic = " and ".join(b.said) or f"my {words(acct.name)} account"
     opening = f"{rng.choice(GREETINGS)}, I need some help with {topic}."
-    instruction = f"You are {b.me['full_name']}. " + "; ".join(b.clauses).capitalize() + ". Give the agent the " \
-                  "facts it asks for, and agree when it asks to confirm a change you want."
+    body_text = "; ".join(b.clauses)
+    instruction = " ".join([phrase(rng, "intro", name=b.me["full_name"]), body_text[0].upper() + body_text[1:] + ".",
+                            phrase(rng, "close")])
     tool_ops = {**b.ops}
     program_shape = shape(program, tool_ops)
     body = {"program": program.model_dump(mode="json"), "known": b.known}
@@ -159,11 +161,12 @@ def stage_tasks(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, 
             break
         try:
             task = sample_task(domain, tools, initial, executor, item_rng(seed, "tasks", env, attempt))
-        except Unfit:
+        except (Unfit, ProgramError):
             continue
         key = canonical_json([[c.model_dump(mode="json") for c in task.solution], task.required_outputs])
-        if key in seen:
+        # Same solution, or the same instruction once names and numbers are masked: a near-duplicate, drawn again.
+        if key in seen or mask(task.instruction) in seen:
             continue
-        seen.add(key)
+        seen.update({key, mask(task.instruction)})
         tasks.append(task)
     return tasks, attempt

@@ -18,12 +18,13 @@ from envgym.world.spec import Effect, ToolSpec, WorldSpec
 from envgym.world.state import generate_state
 from synth.difficulty import append_constraint, curriculum
 from synth.lexicon import a, past, plural
+from synth.phrasing import mask
 from synth.rollouts import export_sft, rollout, unseen_values
 from synth.rules import Rules, rule_components
 from synth.stages.domains import OPERATORS, select_domains
 from synth.stages.toolcheck import validate_tools
 from synth.stages.tools import stage_tools, tool_world
-from synth.stats import mask, near_duplicate_rate
+from synth.stats import near_duplicate_rate
 from synth.taxonomy import builtin_taxonomy
 
 BAD_ARTICLE = re.compile(r"\ba ([aeiou]\w*)", re.IGNORECASE)
