@@ -94,7 +94,7 @@ def _candidates(text: str, kind: str, choices: list[str]) -> set[str]:
         return set(_TIME.findall(_DATE.sub(" ", text)))
     if kind in ("number", "money"):
         plain = _TIME.sub(" ", _DATE.sub(" ", text))
-        return {f"{float(x):g}" for x in _NUMBER.findall(plain)}
+        return {_number(x) for x in _NUMBER.findall(plain)}
     if kind == "id":
         return set(_ID.findall(text))
     if kind == "enum":
@@ -102,8 +102,19 @@ def _candidates(text: str, kind: str, choices: list[str]) -> set[str]:
     return set()
 
 
+def _number(text: str) -> str:
+    """A number's canonical text: 12.50 -> 12.5, 7.0 -> 7 (exact, unlike %g)."""
+    value = round(float(text), 6)
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
 def _norm(value: str, kind: str) -> str:
-    return f"{float(value):g}" if kind in ("number", "money") else value
+    return _number(value) if kind in ("number", "money") else value
+
+
+def _class(kind: str) -> str:
+    # Numbers and money are one class: a reply's numbers are all candidates for either.
+    return "number" if kind == "money" else kind
 
 
 def answers_given(messages: list[dict[str, Any]], answers: list[dict[str, Any]]) -> bool:
@@ -111,7 +122,7 @@ def answers_given(messages: list[dict[str, Any]], answers: list[dict[str, Any]])
     said = "\n".join(strip_tool_calls(m.get("content") or "") for m in messages if m.get("role") == "assistant")
     by_kind: dict[str, set[str]] = {}
     for a in answers:
-        by_kind.setdefault(a["type"], set()).add(_norm(a["value"], a["type"]))
+        by_kind.setdefault(_class(a["type"]), set()).add(_norm(a["value"], a["type"]))
     for a in answers:
         kind = a["type"]
         if kind == "text":
@@ -119,6 +130,6 @@ def answers_given(messages: list[dict[str, Any]], answers: list[dict[str, Any]])
                 return False
             continue
         found = _candidates(said, kind, a.get("choices") or [])
-        if _norm(a["value"], kind) not in found or not found <= by_kind[kind]:
+        if _norm(a["value"], kind) not in found or not found <= by_kind[_class(kind)]:
             return False
     return True

@@ -20,6 +20,7 @@ from synth.lexicon import words
 from synth.model import DomainModel
 from synth.phrasing import mask, phrase
 from synth.program import AnswerStep, Ask, CallRequest, Program, ProgramError, Reply, run, shape
+from synth.rules import answers_given
 from synth.seeds import content_id
 from synth.segments import SEGMENTS, Builder, Unfit, authenticate
 
@@ -89,7 +90,9 @@ def _clear_questions(known: dict[str, str]) -> bool:
 
 
 def _format(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(round(value, 6))
+    return str(value)
 
 
 def sample_task(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, str]]], initial: WorldState,
@@ -114,6 +117,11 @@ def sample_task(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, 
     writes = [c for c in calls if not executor.tools[c.name].read_only]
     values = [_format(v) for v in reply.values]
     answers = [{"value": v, "type": a.type, "choices": a.choices} for v, a in zip(values, b.answers, strict=True)]
+    # The planner's own questions must not name a candidate of an answer's type (a question about a "full name"
+    # would name the enum value "full"): such a task could not tell a fair agent from a guesser.
+    planned = [question(k) for k in b.known] + ([CONFIRM] if writes else []) + [reply.text]
+    if not answers_given([{"role": "assistant", "content": t} for t in planned], answers):
+        raise Unfit("a question names a candidate answer")
     topic = " and ".join(b.said) or f"my {words(acct.name)} account"
     opening = f"{rng.choice(GREETINGS)}, I need some help with {topic}."
     body_text = "; ".join(b.clauses)
