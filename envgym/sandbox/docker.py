@@ -134,7 +134,15 @@ class DockerBackend:
         selector = [f"{LABEL_MANAGED_BY}={MANAGED_BY}"]
         if run_id is not None:
             selector.append(f"{LABEL_RUN_ID}={run_id}")
-        return list(self.client.containers.list(all=True, filters={"label": selector}))
+        # A non-sparse list inspects each container after listing them all, and one that exits with `--rm` in
+        # between raises NotFound: list sparsely, then inspect each one, skipping those already gone.
+        found = []
+        for sparse in self.client.containers.list(all=True, sparse=True, filters={"label": selector}):
+            try:
+                found.append(self.client.containers.get(sparse.id))
+            except NotFound:
+                continue
+        return found
 
     def reap(self, *, run_id: str | None = None, orphans: bool = True) -> list[str]:
         removed = []

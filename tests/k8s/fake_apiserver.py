@@ -384,8 +384,10 @@ class FakeCluster:
             keys = list(self.objects)
         for key in keys:
             self.delete(*key)
-        for leftover in self.docker_client.containers.list(all=True, filters={"label": FAKE_LABEL}):
-            leftover.remove(force=True)
+        # Sparse: a full list inspects each container, and one removed meanwhile would raise NotFound.
+        for leftover in self.docker_client.containers.list(all=True, sparse=True, filters={"label": FAKE_LABEL}):
+            with contextlib.suppress(docker.errors.NotFound):
+                leftover.remove(force=True)
         for network in self.docker_client.networks.list(names=[NETWORK]):
             with contextlib.suppress(docker.errors.APIError):
                 network.remove()

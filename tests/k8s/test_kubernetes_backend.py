@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -28,7 +29,12 @@ def _pod(api_client: k8s.ApiClient, name: str) -> dict[str, Any]:
 
 
 def _containers() -> list[Any]:
-    return docker.from_env().containers.list(all=True, filters={"label": FAKE_LABEL})
+    client = docker.from_env()
+    found = []
+    for sparse in client.containers.list(all=True, sparse=True, filters={"label": FAKE_LABEL}):
+        with contextlib.suppress(docker.errors.NotFound):
+            found.append(client.containers.get(sparse.id))
+    return found
 
 
 def test_pod_comes_from_the_template_with_labels_owner_deadline_and_spec_limits(
