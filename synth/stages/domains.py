@@ -52,7 +52,7 @@ def seed_domain(bp: DomainBlueprint, category: str, rng: random.Random, order: i
     ents.append(_entity(ents, rec.noun, count=rng.randint(30, 44), owner=f"{act.noun}_id", fields=[
         FieldModel(name=f"{act.noun}_id", kind="ref", ref=act.noun),
         FieldModel(name=f"{asset.noun}_id", kind="ref", ref=asset.noun),
-        quantity(rec.qty, rec.qty_min, rec.qty_max), FieldModel(name="created_on", kind="date"),
+        quantity(rec.qty, rec.qty_min, rec.qty_max), FieldModel(name="date", kind="date"),
         state([*open_states, closed])],
         workflow=flow((rec.cancel_verb, open_states, closed), ("confirm", [open_states[0]], open_states[1]))))
     auth = rng.choice(_AUTH_PAIRS)
