@@ -1,8 +1,8 @@
 """Tool mutations (K2-style evolution of a derived tool) and the masked signature used to count distinct tools.
 
 A mutation returns a new tool or None when it does not apply: add an optional filter, nest the filters (or the
-identity facts) in an object argument, add a required field, or add a failure mode (permission: the record must
-belong to the account named in the call).
+identity facts) in an object argument, return only some fields, add a required field, or add a failure mode
+(permission: the record must belong to the account named in the call).
 """
 
 from __future__ import annotations
@@ -98,7 +98,22 @@ def permission(made: Made, d: DomainModel, rng: random.Random) -> Made | None:
                                       "effect": new_effect}, {acct.key: "ref", **made.kinds})
 
 
-MUTATIONS = {"optional_filter": optional_filter, "nested_args": nested_args, "required_field": required_field,
+def projection(made: Made, d: DomainModel, rng: random.Random) -> Made | None:
+    """A read that returns only some fields of each record (always its id), as many real APIs do."""
+    effect = made.spec.effect
+    if effect is None or effect.op not in ("get", "list") or effect.returns is not None or effect.expand or \
+            made.operator == "authenticate":
+        return None
+    entity = d.entity(made.entity)
+    others = [f.name for f in entity.fields]
+    keep = sorted(rng.sample(others, max(1, len(others) - rng.randint(1, 2))))
+    returns = [entity.key, *keep]
+    description = f"{made.spec.description} Returns {', '.join(words(f) for f in returns)}."
+    return _copy(made, "projection", {"effect": effect.model_copy(update={"returns": returns}),
+                                      "description": description}, made.kinds)
+
+
+MUTATIONS = {"optional_filter": optional_filter, "projection": projection, "nested_args": nested_args, "required_field": required_field,
              "permission": permission}
 
 
@@ -130,7 +145,8 @@ def signature(spec: ToolSpec) -> str:
                  "filters": sorted(f.op for f in effect.filters), "sort": effect.sort_by is not None,
                  "page": effect.page_arg is not None, "limit": effect.limit, "expand": len(effect.expand),
                  "pre": sorted(p.op for p in effect.preconditions), "set": len(effect.set),
-                 "match": len(effect.match), "returns": effect.returns is not None, "refs": effect.check_refs}
+                 "match": len(effect.match), "refs": effect.check_refs,
+                 "returns": 0 if effect.returns is None else 1 if isinstance(effect.returns, str) else len(effect.returns)}
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
 
 

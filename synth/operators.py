@@ -114,13 +114,18 @@ def _owner_scope(d: DomainModel, e: EntityModel) -> tuple[dict[str, Any], dict[s
             {acct.key: "ref"}, {acct.key: f"${acct.key}"})
 
 
+def _scoped_filters(d: DomainModel, e: EntityModel, rng: random.Random, most: int) -> tuple[
+        dict[str, Any], list[Filter], dict[str, str], list[str], dict[str, Any]]:
+    """Optional filters, plus the account id as a required argument when the entity's records are owned."""
+    props, filters, kinds = _filters(e, rng, most)
+    if not e.owner:
+        return props, filters, kinds, [], {}
+    scope, skinds, match = _owner_scope(d, e)
+    return {**scope, **props}, filters, {**skinds, **kinds}, list(scope), match
+
+
 def search(d: DomainModel, e: EntityModel, rng: random.Random) -> Made:
-    props, filters, kinds = _filters(e, rng, rng.randint(1, 4))
-    required: list[str] = []
-    match: dict[str, Any] = {}
-    if e.owner:
-        scope, skinds, match = _owner_scope(d, e)
-        props, kinds, required = {**scope, **props}, {**skinds, **kinds}, list(scope)
+    props, filters, kinds, required, match = _scoped_filters(d, e, rng, rng.randint(1, 4))
     sortable = [f.name for f in e.fields if f.kind in SORTABLE]
     sort_by = None
     if sortable and rng.random() < 0.6:
@@ -151,12 +156,7 @@ def aggregate(d: DomainModel, e: EntityModel, rng: random.Random) -> Made | None
     field = rng.choice(numeric) if how != "count" else None
     groups = [f.name for f in e.fields if f.kind in ("enum", "state")]
     group = rng.choice(groups) if groups and rng.random() < 0.3 else None
-    props, filters, kinds = _filters(e, rng, rng.randint(0, 2))
-    required: list[str] = []
-    match: dict[str, Any] = {}
-    if e.owner:
-        scope, skinds, match = _owner_scope(d, e)
-        props, kinds, required = {**scope, **props}, {**skinds, **kinds}, list(scope)
+    props, filters, kinds, required, match = _scoped_filters(d, e, rng, rng.randint(0, 2))
     if match:
         filters = [Filter(field=k, op="eq", arg=v) for k, v in match.items()] + filters
     word = {"count": "count", "sum": "total", "min": "lowest", "max": "highest"}[how]
