@@ -157,10 +157,12 @@ def env_server_throughput(progress: Progress, sessions: int, steps: int) -> dict
         cwd=REPO_ROOT,
     )
     assert proc.stderr is not None
-    match = re.search(r"on (http://\S+)", proc.stderr.readline())
-    assert match, "envgym serve did not report its address"
+    match = re.search(r"on (http://\S+) \(token file: (\S+)\)", proc.stderr.readline())
+    assert match, "envgym serve did not report its address and token file"
+    threading.Thread(target=proc.stderr.read, daemon=True).start()  # a full pipe would block the server
+    url, token_file = match.group(1), match.group(2)
     try:
-        remote = steps_per_second(lambda: RemoteEnv(match.group(1)), sessions, steps)
+        remote = steps_per_second(lambda: RemoteEnv(url, token_file=token_file), sessions, steps)
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(10)

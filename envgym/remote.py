@@ -1,6 +1,7 @@
 """RemoteEnv: a gymnasium.Env whose episodes run on an env server (`envgym serve`, or a sandbox).
 
-    env = envgym.RemoteEnv("http://127.0.0.1:8100")            # or gym.make("envgym/remote-v0", url=...)
+    env = envgym.RemoteEnv("http://127.0.0.1:8100", token_file="/path/printed/by/envgym-serve")
+    # or gym.make("envgym/remote-v0", url=..., token_file=...)
     obs, info = env.reset(seed=0)
 
 Each RemoteEnv holds one session on the server; `close()` ends it. If the server dies mid-episode,
@@ -17,11 +18,23 @@ import numpy as np
 from envgym.env import TextSpace
 from envgym.sandbox.client import SandboxClient
 from envgym.sandbox.errors import SandboxError, SandboxUnavailableError
-from envgym.sandbox.wire import EnvCreate, EnvReset, EnvResetResult, EnvSessionInfo, EnvStep, EnvStepResult
+from envgym.sandbox.wire import EnvReset, EnvResetResult, EnvSessionInfo, EnvStep, EnvStepResult
 
 
 class RemoteEnvError(RuntimeError):
     """The env server could not be reached, or answered with an error (the message says which)."""
+
+
+def read_token(path: str) -> str:
+    """The bearer token in file `path` (surrounding whitespace removed)."""
+    try:
+        with open(path) as fh:
+            token = fh.read().strip()
+    except OSError as exc:
+        raise RemoteEnvError(f"token_file {path}: {exc.strerror}") from exc
+    if not token:
+        raise RemoteEnvError(f"token_file {path}: the file is empty")
+    return token
 
 
 def build_space(description: dict[str, Any]) -> gym.Space[Any]:
@@ -49,8 +62,10 @@ class RemoteEnv(gym.Env[Any, Any]):
         url: the server, e.g. "http://127.0.0.1:8100".
         env_id: which environment (needed only when the server hosts more than one).
         token: bearer token, when the server requires one.
+        token_file: a file holding the token (what `envgym serve` prints), instead of `token`.
         timeout_s: the longest any one call may take before `RemoteEnvError` is raised.
-        **kwargs: passed to `gymnasium.make` on the server (e.g. task=..., max_steps=...).
+        **kwargs: options for `gymnasium.make` on the server, from the allow-list in
+            `envgym.sandbox.wire.EnvOptions` (task, seed, max_steps, ...); the server refuses any other.
     """
 
     def __init__(
@@ -59,15 +74,21 @@ class RemoteEnv(gym.Env[Any, Any]):
         env_id: str | None = None,
         *,
         token: str | None = None,
+        token_file: str | None = None,
         timeout_s: float = 30.0,
         **kwargs: Any,
     ) -> None:
         self.url = url
+        if token_file is not None:
+            if token is not None:
+                raise RemoteEnvError("RemoteEnv: give token or token_file, not both")
+            token = read_token(token_file)
         # One retry only: a dead server must surface as an error well within timeout_s.
         self._client: SandboxClient | None = SandboxClient(
             base_url=url, token=token, timeout_s=timeout_s, retries=1
         )
-        body = EnvCreate(env_id=env_id, kwargs=kwargs).model_dump()
+        # Options go as given: the server owns the allow-list and names what it refuses.
+        body = {"env_id": env_id, "kwargs": kwargs}
         info = EnvSessionInfo.model_validate_json(self._call("create", "/v1/env/sessions", body))
         self.session_id = info.session_id
         self.env_id = info.env_id

@@ -1,16 +1,23 @@
-"""`envgym serve ENV --port P`: serve one environment over HTTP to many concurrent RemoteEnv clients."""
+"""`envgym serve ENV --port P`: serve one environment over HTTP to many concurrent RemoteEnv clients.
+
+Clients authenticate with a bearer token read from a file: `--token-file PATH` (mode 0600), or else a fresh token
+written to a new 0600 file whose path is printed. `--no-auth` is accepted on loopback hosts only.
+"""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import secrets
 import sys
 import tempfile
 
+from envgym.sandbox.limits import ENV_SERVER_LIMITS
 from envgym.sandbox.process import ExecDefaults
 from envgym.sandbox.server import make_http_server, serve_until_stopped
 from envgym.sandbox.server_env import EnvHost
 from envgym.sandbox.service import SandboxService
+from envgym.sandbox.tokens import TokenFileError, read_token_file, write_new_token
 
 
 def resolve_env_id(name: str) -> str:
@@ -18,12 +25,25 @@ def resolve_env_id(name: str) -> str:
     return name if ("/" in name or ":" in name) else f"envgym/{name}-v0"
 
 
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("serve", help="serve an environment over HTTP (many sessions)")
     p.add_argument("env", help="environment name (retail) or gymnasium id (envgym/retail-v0)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8100)
-    p.add_argument("--token", default=None, help="require this bearer token from clients")
+    auth = p.add_mutually_exclusive_group()
+    auth.add_argument(
+        "--token-file", default=None, help="file (mode 0600) holding the bearer token clients must send"
+    )
+    auth.add_argument("--no-auth", action="store_true", help="accept clients without a token (loopback only)")
     p.add_argument("--session-idle", type=float, default=600.0, help="close sessions idle this long (s)")
     p.add_argument("--max-sessions", type=int, default=4096)
     p.set_defaults(func=run)
@@ -31,15 +51,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     env_id = resolve_env_id(args.env)
-    host = EnvHost(env_id, idle_s=args.session_idle, max_sessions=args.max_sessions)
-    with tempfile.TemporaryDirectory(prefix="envgym-serve-") as workspace:
-        # An env server runs no commands (exec_enabled=False); the workspace only fills the service's shape.
+    if args.no_auth and not is_loopback(args.host):
+        print(f"envgym serve: --no-auth is refused on {args.host}: it is not a loopback address", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="envgym-serve-") as private:
+        try:
+            token_file = None if args.no_auth else (args.token_file or write_new_token(private))
+            token = read_token_file(token_file) if token_file else None
+        except TokenFileError as exc:
+            print(f"envgym serve: {exc}", file=sys.stderr)
+            return 2
+        host = EnvHost(env_id, idle_s=args.session_idle, max_sessions=args.max_sessions)
+        # An env server offers env routes only: no exec, files, archives, nor a shutdown any client could call.
         service = SandboxService(
-            f"serve-{secrets.token_hex(4)}", ExecDefaults(workspace), env_host=host, exec_enabled=False
+            f"serve-{secrets.token_hex(4)}",
+            ExecDefaults(private),
+            env_host=host,
+            exec_enabled=False,
+            remote_shutdown=False,
         )
-        server = make_http_server(service, token=args.token, host=args.host, port=args.port)
-        port = server.server_address[1]  # type: ignore[index]
-        print(f"envgym serve: {env_id} on http://{args.host}:{port}", file=sys.stderr, flush=True)
+        server = make_http_server(
+            service, token=token, host=args.host, port=args.port, limits=ENV_SERVER_LIMITS
+        )
+        port = server.server_address[1]
+        auth = f"(token file: {token_file})" if token_file else "(no auth)"
+        print(f"envgym serve: {env_id} on http://{args.host}:{port} {auth}", file=sys.stderr, flush=True)
         reason = serve_until_stopped(service, server)
         print(f"envgym serve: stopped ({reason})", file=sys.stderr, flush=True)
     return 0

@@ -31,6 +31,34 @@ class NotFoundError(SandboxError):
     type_name = "NotFound"
 
 
+class RequestTimeoutError(SandboxError):
+    """The client took too long to send a request head or body; the connection is closed."""
+
+    status = 408
+    type_name = "RequestTimeout"
+
+
+class ConflictError(SandboxError):
+    """An `X-Request-ID` already used for a different request (another route, session or body)."""
+
+    status = 409
+    type_name = "Conflict"
+
+
+class PayloadTooLargeError(SandboxError):
+    """The request body is larger than the server accepts; nothing of it was read."""
+
+    status = 413
+    type_name = "PayloadTooLarge"
+
+
+class HeadersTooLargeError(SandboxError):
+    """The request line and headers are longer, or more numerous, than the server accepts."""
+
+    status = 431
+    type_name = "HeadersTooLarge"
+
+
 class EnvHostError(SandboxError):
     """The hosted environment raised while being made, reset or stepped."""
 
@@ -58,6 +86,10 @@ ERROR_TYPES: dict[str, type[SandboxError]] = {
         InvalidRequestError,
         AuthError,
         NotFoundError,
+        RequestTimeoutError,
+        ConflictError,
+        PayloadTooLargeError,
+        HeadersTooLargeError,
         EnvHostError,
         SandboxUnavailableError,
         SandboxClosedError,

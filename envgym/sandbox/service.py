@@ -22,7 +22,9 @@ from envgym.sandbox.wire import ExecEvent, ExecRequest, ExecResult, Health, Sess
 class SandboxService:
     """Exec, shell sessions, files and (optionally) hosted environments, with a lifetime.
 
-    `exec_enabled=False` gives an env-only server (`envgym serve`), which must not run commands.
+    `exec_enabled=False` gives an env-only server (`envgym serve`, a sandbox server with `--env-id`), which offers
+    no exec, sessions, files or archives. `remote_shutdown` lets the owner stop it over HTTP (sandboxes; `envgym
+    serve` stops on a signal only, since every client holds its token).
     `scratch` directories (e.g. /tmp) are wiped along with the workspace on `reset`.
     """
 
@@ -35,6 +37,7 @@ class SandboxService:
         idle_s: float | None = None,
         env_host: EnvHost | None = None,
         exec_enabled: bool = True,
+        remote_shutdown: bool = True,
         scratch: tuple[str, ...] = (),
     ) -> None:
         self.sandbox_id = sandbox_id
@@ -43,6 +46,7 @@ class SandboxService:
         self.idle_s = idle_s
         self.env_host = env_host
         self.exec_enabled = exec_enabled
+        self.remote_shutdown = remote_shutdown
         self.scratch = scratch
         self.started = time.monotonic()
         self.last_request = self.started
@@ -53,7 +57,8 @@ class SandboxService:
 
     def features(self) -> list[str]:
         found = ["exec", "sessions", "files", "archive"] if self.exec_enabled else []
-        return [*found, "env"] if self.env_host is not None else found
+        found += ["env"] if self.env_host is not None else []
+        return [*found, "shutdown"] if self.remote_shutdown else found
 
     def touch(self) -> None:
         self.last_request = time.monotonic()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 PROTOCOL_VERSION = 1
 
@@ -83,9 +83,42 @@ class SessionResult(_Body):
     duration_s: float = 0.0
 
 
+class EnvOptions(_Body):
+    """What a client may choose about a hosted environment: these `gymnasium.make` keywords and nothing else.
+
+    Loader arguments (`env_dir`, `data`, `world`), models and callables stay the server operator's choice: an
+    environment folder is code, so a client naming one would run code of its choosing on the server. Unset fields
+    are not passed, so environments that take none of them (CartPole) still work.
+    """
+
+    task: str | None = None
+    seed: int | None = None
+    max_steps: int | None = Field(None, ge=1)
+    failure_rate: float | None = Field(None, ge=0, le=1)
+    attack: str | None = None
+    guard: bool | None = None
+    tool_rewards: bool | None = None
+    tool_reward_weight: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _only_allowed(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            refused = sorted(str(k) for k in data if k not in cls.model_fields)
+            if refused:
+                raise ValueError(
+                    f"{', '.join(refused)}: not an option a client may choose "
+                    f"(allowed: {', '.join(cls.model_fields)})"
+                )
+        return data
+
+    def make_kwargs(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
 class EnvCreate(_Body):
     env_id: str | None = None
-    kwargs: dict[str, Any] = Field(default_factory=dict)
+    kwargs: EnvOptions = Field(default_factory=EnvOptions)
 
 
 class EnvSessionInfo(_Body):

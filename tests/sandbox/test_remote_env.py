@@ -1,89 +1,62 @@
-"""RemoteEnv over `envgym serve`: gymnasium's checker, concurrency, idle reaping, a server that dies."""
+"""RemoteEnv over `envgym serve`: gymnasium's checker, concurrency, idle reaping, auth by token file, signals."""
 
 from __future__ import annotations
 
 import os
-import re
 import signal
+import stat
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import gymnasium as gym
+import httpx
 import pytest
 from gymnasium.utils.env_checker import check_env
 
 from envgym.remote import RemoteEnv, RemoteEnvError
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def start_server(*extra: str, sigint_ignored: bool = False) -> tuple[subprocess.Popen[str], str]:
-    """Start `envgym serve calculator`; its stderr is drained by a thread so a full pipe never blocks it.
-
-    `sigint_ignored` starts it the way a CI runner's background job does: with SIGINT inherited as ignored.
-    """
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "envgym.cli", "serve", "calculator", "--port", "0", *extra],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        preexec_fn=_ignore_sigint if sigint_ignored else None,
-    )
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
-    match = re.search(r"on (http://\S+)", line)
-    assert match, f"envgym serve did not report its address: {line!r}"
-    threading.Thread(target=proc.stderr.read, daemon=True).start()
-    return proc, match.group(1)
+from tests.sandbox.serving import Served, child_env, start_serve
 
 
 @pytest.fixture(scope="module")
-def url() -> Iterator[str]:
-    proc, address = start_server()
-    yield address
-    proc.send_signal(signal.SIGINT)
-    proc.wait(10)
+def served() -> Iterator[Served]:
+    server = start_serve()
+    yield server
+    assert server.stop() == 0
 
 
-def test_remote_env_passes_the_gymnasium_checker(url: str) -> None:
-    env = RemoteEnv(url)
+def test_remote_env_passes_the_gymnasium_checker(served: Served) -> None:
+    env = RemoteEnv(served.url, token_file=served.token_file)
     check_env(env, skip_render_check=True)
     env.close()
 
 
-def test_gym_make_builds_a_remote_env(url: str) -> None:
-    env = gym.make("envgym/remote-v0", url=url)
+def test_gym_make_builds_a_remote_env(served: Served) -> None:
+    env = gym.make("envgym/remote-v0", url=served.url, token_file=served.token_file)
     obs, info = env.reset(seed=3)
     assert isinstance(obs, str) and info["env_name"]
     assert env.step("no tool call here")[1] == pytest.approx(env.step("again")[1])
     env.close()
+    env = gym.make("envgym/remote-v0", url=served.url, token=served.token())
+    assert env.reset(seed=3)[0] == obs
+    env.close()
 
 
-def test_remote_episodes_match_in_process_ones(url: str) -> None:
+def test_remote_episodes_match_in_process_ones(served: Served) -> None:
     local = gym.make("envgym/calculator-v0")
-    remote = RemoteEnv(url)
+    remote = RemoteEnv(served.url, token_file=served.token_file)
     assert remote.reset(seed=7) == local.reset(seed=7)
     for action in ["hello", '<tool_call>{"name": "nope", "arguments": {}}</tool_call>']:
         assert remote.step(action) == local.step(action)
     remote.close()
 
 
-def test_many_sessions_run_concurrently(url: str) -> None:
+def test_many_sessions_run_concurrently(served: Served) -> None:
     def episode(seed: int) -> str:
-        env = RemoteEnv(url)
+        env = RemoteEnv(served.url, token_file=served.token_file)
         obs, _ = env.reset(seed=seed)
         env.step("thinking")
         env.close()
@@ -94,40 +67,103 @@ def test_many_sessions_run_concurrently(url: str) -> None:
     assert len(observations) == 32 and all(observations)
 
 
-def test_idle_sessions_are_reaped() -> None:
-    proc, address = start_server("--session-idle", "1")
+def test_serve_requires_a_token_by_default_and_prints_only_the_file_holding_it(served: Served) -> None:
+    assert served.token_file is not None
+    assert stat.S_IMODE(os.stat(served.token_file).st_mode) == 0o600
+    assert served.token() not in "".join(served.stderr)
+    with pytest.raises(RemoteEnvError, match="AuthError"):
+        RemoteEnv(served.url)
+    with pytest.raises(RemoteEnvError, match="AuthError"):
+        RemoteEnv(served.url, token="not-the-token")
+
+
+def test_serve_uses_the_token_file_it_is_given(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("a-token-chosen-by-the-operator\n")
+    token_file.chmod(0o600)
+    server = start_serve("--token-file", str(token_file))
     try:
-        env = RemoteEnv(address)
+        assert server.token_file == str(token_file)
+        env = RemoteEnv(server.url, token="a-token-chosen-by-the-operator")
+        env.reset(seed=0)
+        env.close()
+    finally:
+        server.stop()
+
+
+def test_serve_refuses_a_token_file_others_can_read(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("secret\n")
+    token_file.chmod(0o644)
+    argv = [sys.executable, "-m", "envgym.cli", "serve", "calculator", "--port", "0", "--token-file", str(token_file)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=child_env(), timeout=120)
+    assert done.returncode == 2
+    assert "mode 0644" in done.stderr and "chmod 600" in done.stderr
+    assert "secret" not in done.stderr
+
+
+def test_serve_refuses_no_auth_off_loopback() -> None:
+    argv = [sys.executable, "-m", "envgym.cli", "serve", "calculator", "--no-auth", "--host", "0.0.0.0"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=child_env(), timeout=120)
+    assert done.returncode == 2 and "--no-auth" in done.stderr and "loopback" in done.stderr
+
+
+def test_serve_without_auth_on_loopback() -> None:
+    server = start_serve("--no-auth")
+    try:
+        assert server.token_file is None
+        env = RemoteEnv(server.url)
+        env.reset(seed=0)
+        env.close()
+    finally:
+        server.stop()
+
+
+def test_clients_choose_options_from_the_allow_list_only(served: Served) -> None:
+    env = RemoteEnv(served.url, token_file=served.token_file, max_steps=1)
+    env.reset(seed=0)
+    assert env.step("one")[3] is True  # truncated after max_steps=1
+    env.close()
+    with pytest.raises(RemoteEnvError, match=r"InvalidRequestError.*env_dir.*not an option"):
+        RemoteEnv(served.url, token_file=served.token_file, env_dir="/tmp")
+
+
+def test_an_env_server_has_no_exec_files_archive_or_shutdown_routes(served: Served) -> None:
+    headers = {"Authorization": f"Bearer {served.token()}"}
+    with httpx.Client(base_url=served.url, headers=headers, timeout=30) as http:
+        assert http.get("/v1/health").json()["features"] == ["env"]
+        for method, path in [
+            ("POST", "/v1/exec"),
+            ("POST", "/v1/exec/stream"),
+            ("POST", "/v1/sessions"),
+            ("GET", "/v1/files?path=x"),
+            ("PUT", "/v1/files?path=x"),
+            ("GET", "/v1/archive?src=."),
+            ("PUT", "/v1/archive?dest=."),
+            ("POST", "/v1/reset"),
+            ("POST", "/v1/shutdown"),
+        ]:
+            response = http.request(method, path, json={"cmd": "id"})
+            assert response.status_code == 404, (method, path)
+            assert response.json()["error"]["type"] == "NotFound"
+    assert served.proc.poll() is None
+
+
+def test_idle_sessions_are_reaped() -> None:
+    server = start_serve("--session-idle", "1")
+    try:
+        env = RemoteEnv(server.url, token_file=server.token_file)
         env.reset(seed=0)
         time.sleep(2.5)
         with pytest.raises(RemoteEnvError, match="reaped"):
             env.step("too late")
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(10)
+        server.stop()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_serve_stops_promptly_on_a_signal_even_when_its_parent_ignored_sigint(sig: signal.Signals) -> None:
-    proc, address = start_server(sigint_ignored=True)
-    env = RemoteEnv(address)
+    server = start_serve(sigint_ignored=True)
+    env = RemoteEnv(server.url, token_file=server.token_file)
     env.reset(seed=0)
-    proc.send_signal(sig)
-    try:
-        assert proc.wait(5) == 0
-    finally:
-        proc.kill()
-
-
-def test_a_server_killed_mid_episode_raises_a_clear_error_within_the_timeout() -> None:
-    proc, address = start_server()
-    env = RemoteEnv(address, timeout_s=5)
-    env.reset(seed=0)
-    env.step("first")
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    started = time.monotonic()
-    with pytest.raises(RemoteEnvError, match="unreachable"):
-        env.step("second")
-    assert time.monotonic() - started < 5
-    env.close()
+    assert server.stop(sig, wait_s=5) == 0

@@ -1,0 +1,128 @@
+"""HTTP/1.1 framing for envgym servers: strict request heads, bounded bodies, response heads, typed error bodies.
+
+Strict on purpose: lenient parsers that disagree with a proxy about where a request ends are how requests are
+smuggled. Only the standard library is used (the sandbox image has no HTTP stack).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Protocol
+from urllib.parse import parse_qs, urlsplit
+
+from envgym.sandbox.errors import (
+    HeadersTooLargeError,
+    InvalidRequestError,
+    PayloadTooLargeError,
+    SandboxError,
+)
+from envgym.sandbox.limits import ServerLimits
+from envgym.sandbox.wire import ErrorBody
+
+SERVER_NAME = "envgym-sandbox/1"
+# Headers that may appear once only: two differing copies are how request smuggling starts.
+_SINGLE = frozenset({"content-length", "transfer-encoding", "authorization", "host", "x-request-id"})
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+
+
+def error_response(exc: SandboxError) -> Response:
+    body = {"error": ErrorBody(type=exc.type_name, message=str(exc)).model_dump()}
+    return Response(exc.status, json.dumps(body).encode())
+
+
+@dataclass(frozen=True)
+class RequestHead:
+    """A parsed request line and headers (names lower-cased)."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    keep_alive: bool
+
+
+class Call(Protocol):
+    """An admitted request: what to run once its body has arrived."""
+
+    @property
+    def inline(self) -> bool:
+        """Cheap and non-blocking: answered on the event loop, so health checks stay fast under load."""
+        ...
+
+    def run(self, body: bytes) -> Response | Iterator[bytes]: ...
+
+
+class Application(Protocol):
+    def admit(self, head: RequestHead) -> Call:
+        """Authorize and route `head`, raising a SandboxError to refuse it before its body is read."""
+        ...
+
+
+def parse_head(data: bytes, limits: ServerLimits) -> RequestHead:
+    """Parse a request head ending in CRLF CRLF; strict, because lenient parsers disagree with proxies."""
+    lines = data.decode("latin-1").split("\r\n")
+    while lines and lines[0] == "":  # RFC 9112: ignore empty lines before the request line
+        lines.pop(0)
+    parts = lines[0].split(" ") if lines else []
+    if len(parts) != 3 or not parts[0].isalpha() or not parts[0].isupper():
+        raise InvalidRequestError(f"malformed request line {lines[0][:80] if lines else ''!r}")
+    method, target, version = parts
+    if version not in ("HTTP/1.1", "HTTP/1.0"):
+        raise InvalidRequestError(f"request line: unsupported version {version[:20]!r} (HTTP/1.1 or 1.0)")
+    fields = [line for line in lines[1:] if line]
+    if len(fields) > limits.max_headers:
+        raise HeadersTooLargeError(f"{len(fields)} header lines; at most {limits.max_headers} are accepted")
+    headers: dict[str, str] = {}
+    for line in fields:
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip() or " " in name or "\t" in name or "\n" in line:
+            raise InvalidRequestError(f"malformed header line {line[:80]!r}")
+        key, value = name.lower(), value.strip(" \t")
+        if key in headers:
+            if key in _SINGLE:
+                raise InvalidRequestError(f"{name}: the header is repeated")
+            value = f"{headers[key]}, {value}"
+        headers[key] = value
+    split = urlsplit(target)
+    connection = headers.get("connection", "").lower()
+    keep_alive = "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
+    query = {k: v[-1] for k, v in parse_qs(split.query).items()}
+    return RequestHead(method, split.path, query, headers, keep_alive)
+
+
+def body_length(head: RequestHead, limits: ServerLimits) -> int:
+    """The declared body size, refusing what cannot be bounded before reading: chunked, negative, oversized."""
+    if "transfer-encoding" in head.headers:
+        raise InvalidRequestError("Transfer-Encoding: request bodies must be sent with a Content-Length")
+    declared = head.headers.get("content-length")
+    if declared is None:
+        return 0  # HTTP/1.1: a request without Content-Length or Transfer-Encoding has no body
+    if not (declared.isascii() and declared.isdigit()):
+        raise InvalidRequestError(f"Content-Length: {declared[:40]!r} is not a non-negative integer")
+    length = int(declared)
+    if length > limits.max_body_bytes:
+        raise PayloadTooLargeError(
+            f"Content-Length: {length} bytes exceeds the {limits.max_body_bytes} byte limit"
+        )
+    return length
+
+
+def response_head(status: int, content_type: str, length: int | None, keep_alive: bool) -> bytes:
+    lines = [
+        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
+        f"Server: {SERVER_NAME}",
+        f"Content-Type: {content_type}",
+        f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked",
+    ]
+    if not keep_alive:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
