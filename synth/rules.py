@@ -18,7 +18,7 @@ _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _TIME = re.compile(r"\b\d{1,2}:\d{2}\b")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w])")
 _ID = re.compile(r"\b[A-Z]{2,5}\d{4}\b")
-_YES = re.compile(r"\b(yes|go ahead|confirmed|please do)\b", re.IGNORECASE)
+_YES = re.compile(r"^\W*(yes|go ahead|confirmed|please do)\b", re.IGNORECASE)  # a reply that opens with yes
 
 
 @dataclass(frozen=True)
