@@ -217,8 +217,7 @@ def _write_on(b: Builder, e: EntityModel, target: Record, rec: Expr, avoid: str 
         raise Unfit("no write fits the record")
     spec, op = b.rng.choice(options)
     avail = {e.key: Expr(src="var", key=rec.key, path=[e.key]), b.acct.key: me_expr(b)}
-    if "reason" in spec.parameters["properties"]:
-        avail["reason"] = b.ask("reason", b.rng.choice(spec.parameters["properties"]["reason"]["enum"]))
+    reason = _reason(b, spec, avail)
     act = ""
     if op == "update":
         fname = next(k for k in spec.parameters["properties"] if k not in (e.key, b.acct.key))
@@ -232,10 +231,20 @@ def _write_on(b: Builder, e: EntityModel, target: Record, rec: Expr, avoid: str 
     if op == "delete":
         act = phrase(b.rng, "delete", label=e.label)
     b.ops[spec.name] = op
+    act += f" (the reason: {reason})" if reason else ""
     b.actions.append(act)
     b.clauses.append(phrase(b.rng, "want", act=act))
     b.call(spec, avail, write=True)
     return spec.name
+
+
+def _reason(b: Builder, spec: ToolSpec, avail: dict[str, Expr]) -> str:
+    """Ask for the reason a write requires (a required-field mutation); '' when it needs none."""
+    if "reason" not in spec.parameters["properties"]:
+        return ""
+    value = b.rng.choice(spec.parameters["properties"]["reason"]["enum"])
+    avail["reason"] = b.ask("reason", value)
+    return str(value)
 
 
 def _new_value(b: Builder, f: FieldModel, old: Any, schema: dict[str, Any]) -> Any:
@@ -331,8 +340,8 @@ def seg_iterate(b: Builder) -> None:
     spec = b.tool("transition", e.name, lambda s: s.effect and s.effect.set.get("status") == t.target)
     listed = list_mine(b, e, {"status": Expr(src="lit", value=status)})
     avail = {e.key: Expr(src="var", key="item", path=[e.key]), b.acct.key: me_expr(b)}
-    if "reason" in spec.parameters["properties"]:
-        avail["reason"] = b.ask("reason", b.rng.choice(spec.parameters["properties"]["reason"]["enum"]))
+    reason = _reason(b, spec, avail)
+    b.clauses[-1] += f" (the reason: {reason})" if reason else ""
     b.ops[spec.name] = "transition"
     body: list[Step] = [CallStep(tool=spec.name, args=bind(spec, avail), write=True)]
     b.steps.append(EachStep(source=Expr(src="var", key=listed), var="item", body=body))
