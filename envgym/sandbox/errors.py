@@ -73,6 +73,12 @@ class SandboxUnavailableError(SandboxError):
     type_name = "Unavailable"
 
 
+class SandboxOutOfMemoryError(SandboxUnavailableError):
+    """The sandbox ran out of memory and its server was killed (the engine reported an OOM kill)."""
+
+    type_name = "OutOfMemory"
+
+
 class SandboxClosedError(SandboxError):
     """The sandbox was closed by this client; it cannot be used any more."""
 
@@ -92,6 +98,7 @@ ERROR_TYPES: dict[str, type[SandboxError]] = {
         HeadersTooLargeError,
         EnvHostError,
         SandboxUnavailableError,
+        SandboxOutOfMemoryError,
         SandboxClosedError,
     )
 }

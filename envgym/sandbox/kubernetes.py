@@ -4,18 +4,29 @@ Each pod runs the same sandbox server as the Docker backend and is reached over 
 client must run in the cluster network, e.g. in the trainer Job). Leaks are prevented in layers: the server's
 ttl/idle exit, the pod's activeDeadlineSeconds, labels + `reap()`, and an owner reference from every pod to a
 per-run ConfigMap, so deleting the run (`end_run`) garbage-collects all of its pods.
+
+The bearer token of each pod is a Secret of its own, never a pod env var (an env var stays readable in
+/proc/<pid>/environ). The PodTemplate mounts that Secret only into an init container, which copies it into a
+memory-backed emptyDir; the server reads it with `--token-file` and unlinks it, so code in the pod finds no
+token anywhere once the server is up. Faults the API answers with are handled: a pod that cannot start
+(unschedulable, image pull, bad config) fails fast with the reason and frees its start slot, creates that meet
+429 or an exceeded quota are retried with backoff for up to `create_retry_s`, a watch whose resourceVersion
+is gone (410) lists again, and a run's owner ConfigMap is re-checked before each pod, since another process
+may have ended the run.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -35,19 +46,40 @@ from envgym.sandbox.base import (
     sandbox_labels,
 )
 from envgym.sandbox.client import HttpSandbox, SandboxClient, wait_until_healthy
-from envgym.sandbox.errors import InvalidRequestError, SandboxUnavailableError
+from envgym.sandbox.errors import (
+    InvalidRequestError,
+    SandboxError,
+    SandboxOutOfMemoryError,
+    SandboxUnavailableError,
+)
 from envgym.sandbox.spec import SandboxSpec
 
 DEFAULT_NAMESPACE = os.environ.get("ENVGYM_K8S_NAMESPACE", "envgym")
 """$ENVGYM_K8S_NAMESPACE (the trainer Job sets it to its own namespace), else `envgym`."""
 DEFAULT_TEMPLATE = "envgym-sandbox"
 SERVER_PORT = 8888
-TOKEN_ENV = "ENVGYM_SANDBOX_TOKEN"
+TOKEN_SECRET_VOLUME = "envgym-token-secret"
+"""The PodTemplate's Secret volume for the token; the backend points it at each pod's own Secret."""
+TOKEN_DIR_VOLUME = "envgym-token"
+"""The memory-backed emptyDir the init container copies the token into (not resized with the spec's disk)."""
 # The pod deadline backs up the server's own ttl exit, so it fires a little later.
 _DEADLINE_MARGIN_S = 30
 _FINISHED = ("Succeeded", "Failed")
+# Container waiting reasons that do not clear by waiting: fail the start now, with the reason.
+_STUCK = {
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+    "CrashLoopBackOff",
+}
+_MAX_RETRY_AFTER_S = 30.0
 
 Doc = dict[str, Any]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -96,14 +128,17 @@ class KubernetesBackend:
         template_name: str = DEFAULT_TEMPLATE,
         max_starting: int = 8,
         ready_timeout_s: float = 180.0,
+        create_retry_s: float = 60.0,
     ) -> None:
         """`template` is a PodTemplateSpec (`{"metadata", "spec"}`); when None, the PodTemplate
-        `template_name` is read from the namespace on first use."""
+        `template_name` is read from the namespace on first use. `create_retry_s` bounds how long a create
+        is retried while the API answers 429 (too many requests) or 403 exceeded quota."""
         self.namespace = namespace
         self.api_client = api_client or load_api_client()
         self.core = k8s.CoreV1Api(self.api_client)
         self.template_name = template_name
         self.ready_timeout_s = ready_timeout_s
+        self.create_retry_s = create_retry_s
         self._template = copy.deepcopy(template) if template is not None else None
         self._starting = threading.BoundedSemaphore(max_starting)
         self._owners: dict[str, Doc] = {}
@@ -164,6 +199,14 @@ class KubernetesBackend:
             ):
                 self._delete_pod(meta["name"])
                 removed.append(info.sandbox_id)
+        # Token Secrets whose pod is gone (deleted above, garbage-collected, or never created).
+        live = {p.sandbox_id for p in self.list_sandboxes()}
+        found = self.core.list_namespaced_secret(
+            self.namespace, label_selector=f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+        )
+        for secret in self.api_client.sanitize_for_serialization(found)["items"]:
+            if secret["metadata"].get("labels", {}).get(LABEL_SANDBOX_ID) not in live:
+                self._delete_secret(secret["metadata"]["name"])
         if run_id is not None:
             self.end_run(run_id)
         return removed
@@ -194,19 +237,43 @@ class KubernetesBackend:
             )
         sandbox_id = secrets.token_hex(6)
         token = secrets.token_urlsafe(32)
-        pod = self._pod_body(spec, sandbox_id, run_id, token, env_id)
+        owner = self._owner(run_id)
+        pod = self._pod_body(spec, sandbox_id, run_id, env_id, owner)
         name = pod["metadata"]["name"]
         body = k8s.V1Pod.from_dict(pod)
         assert body is not None, "from_dict returns None only for a None input"
+        secret = k8s.V1Secret(
+            metadata=k8s.V1ObjectMeta(
+                name=_secret_name(sandbox_id),
+                labels={LABEL_MANAGED_BY: MANAGED_BY, LABEL_RUN_ID: run_id, LABEL_SANDBOX_ID: sandbox_id},
+                owner_references=[k8s.V1OwnerReference(**_snake(owner))],
+            ),
+            type="Opaque",
+            string_data={"token": token},
+        )
+
+        def teardown() -> None:
+            self._delete_pod(name)
+            self._delete_secret(_secret_name(sandbox_id))
+
         with self._starting:
-            self.core.create_namespaced_pod(self.namespace, body)
             try:
+                self._create(
+                    f"secret for pod {name}",
+                    lambda: self.core.create_namespaced_secret(self.namespace, secret),
+                )
+                self._create(f"pod {name}", lambda: self.core.create_namespaced_pod(self.namespace, body))
                 pod_ip = self._wait_ready(name)
                 url = f"http://{pod_ip}:{SERVER_PORT}"
-                http = SandboxClient(base_url=url, token=token, timeout_s=spec.timeout_s + 30)
+                http = SandboxClient(
+                    base_url=url,
+                    token=token,
+                    timeout_s=spec.timeout_s + 30,
+                    diagnose=lambda: self._why_unreachable(name, spec),
+                )
                 wait_until_healthy(http, self.ready_timeout_s, f"pod {name}", lambda: True)
             except BaseException:
-                self._delete_pod(name)
+                teardown()
                 raise
         sandbox = HttpSandbox(
             sandbox_id=sandbox_id,
@@ -214,9 +281,48 @@ class KubernetesBackend:
             isolation="pod",
             spec=spec,
             client=http,
-            teardown=lambda: self._delete_pod(name),
+            teardown=teardown,
         )
         return sandbox, url, token
+
+    def _why_unreachable(self, name: str, spec: SandboxSpec) -> SandboxError | None:
+        """A typed error for a pod whose server stopped answering: out of memory, when the kubelet reports
+        its container OOMKilled. The kubelet reports a little after the fact, so this waits up to 5 s for it."""
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                pod = self.core.read_namespaced_pod(name, self.namespace)
+            except ApiException:
+                return None
+            statuses = (pod.status.container_statuses if pod.status else None) or []
+            ended = [s.state.terminated for s in statuses if s.state and s.state.terminated]
+            if any(t.reason == "OOMKilled" for t in ended):
+                return SandboxOutOfMemoryError(
+                    f"pod {name} ran out of memory (memory_mb={spec.memory_mb}) and its server was killed"
+                )
+            if ended or time.monotonic() > deadline:
+                return None
+            time.sleep(0.25)
+
+    def _create(self, what: str, create: Callable[[], T]) -> T:
+        """Run `create`, retrying while the API throttles (429, honouring Retry-After) or a quota is full
+        (403 exceeded quota), with backoff, for at most `create_retry_s`; then raise naming the last answer."""
+        deadline = time.monotonic() + self.create_retry_s
+        delay = 0.5
+        while True:
+            try:
+                return create()
+            except ApiException as exc:
+                if not _retryable(exc):
+                    raise
+                wait = _retry_after(exc) or delay
+                if time.monotonic() + wait > deadline:
+                    raise SandboxUnavailableError(
+                        f"creating {what}: the API still answers {exc.status} after {self.create_retry_s:g}s of "
+                        f"retries: {_api_message(exc)}"
+                    ) from exc
+                time.sleep(wait)
+                delay = min(delay * 2, 8.0)
 
     def template(self) -> Doc:
         with self._lock:
@@ -226,23 +332,38 @@ class KubernetesBackend:
             return copy.deepcopy(self._template)
 
     def _owner(self, run_id: str) -> Doc:
-        """The run's owner ConfigMap, created on first use (or found, when another process made it)."""
+        """The run's owner ConfigMap as an owner reference: created on first use, found when another process
+        made it, and made again when another process ended the run (a pod owned by a deleted object is
+        garbage-collected at once). One GET per pod, so a cached uid never outlives its ConfigMap."""
+        name = _owner_name(run_id)
         with self._lock:
-            if run_id in self._owners:
-                return self._owners[run_id]
+            cached = self._owners.get(run_id)
+        if cached is not None:
+            try:
+                found = self.api_client.sanitize_for_serialization(
+                    self.core.read_namespaced_config_map(name, self.namespace)
+                )
+                if found["metadata"]["uid"] == cached["uid"]:
+                    return cached
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
         body = k8s.V1ConfigMap(
             metadata=k8s.V1ObjectMeta(
-                name=_owner_name(run_id),
+                name=name,
                 labels={LABEL_MANAGED_BY: MANAGED_BY, LABEL_RUN_ID: run_id},
             ),
             data={"purpose": "owner of this run's sandbox pods; delete it to delete them"},
         )
         try:
-            made = self.core.create_namespaced_config_map(self.namespace, body)
+            made = self._create(
+                f"owner ConfigMap {name}",
+                lambda: self.core.create_namespaced_config_map(self.namespace, body),
+            )
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            made = self.core.read_namespaced_config_map(_owner_name(run_id), self.namespace)
+            made = self.core.read_namespaced_config_map(name, self.namespace)
         made_meta = self.api_client.sanitize_for_serialization(made)["metadata"]
         ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": made_meta["name"], "uid": made_meta["uid"]}
         with self._lock:
@@ -250,11 +371,11 @@ class KubernetesBackend:
         return ref
 
     def _pod_body(
-        self, spec: SandboxSpec, sandbox_id: str, run_id: str, token: str, env_id: str | None
+        self, spec: SandboxSpec, sandbox_id: str, run_id: str, env_id: str | None, owner: Doc
     ) -> Doc:
         template = self.template()
         labels = sandbox_labels(spec, sandbox_id, run_id)
-        owner = labels.pop(LABEL_OWNER)  # host:pid is not a valid label value
+        process = labels.pop(LABEL_OWNER)  # host:pid is not a valid label value
         meta = template.get("metadata", {})
         pod_spec = template["spec"]
         pod_spec["activeDeadlineSeconds"] = math.ceil(spec.ttl_s) + _DEADLINE_MARGIN_S
@@ -277,14 +398,20 @@ class KubernetesBackend:
         if env_id is not None:
             args += ["--env-id", env_id]
         container["args"] = args
-        container["env"] = [
-            *container.get("env", []),
-            *({"name": k, "value": v} for k, v in sorted(spec.env.items())),
-            {"name": TOKEN_ENV, "value": token},
-        ]
+        env = [*container.get("env", []), *({"name": k, "value": v} for k, v in sorted(spec.env.items()))]
+        if env:
+            container["env"] = env
         _apply_limits(container, spec)
-        for volume in pod_spec.get("volumes", []):
-            if "emptyDir" in volume:
+        volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
+        token_volume = volumes.get(TOKEN_SECRET_VOLUME, {})
+        if "secret" not in token_volume:
+            raise InvalidRequestError(
+                f"PodTemplate {self.template_name}: no Secret volume {TOKEN_SECRET_VOLUME!r} to carry the sandbox "
+                "token; apply the current k8s/ manifests (envgym k8s apply)"
+            )
+        token_volume["secret"]["secretName"] = _secret_name(sandbox_id)
+        for volume in volumes.values():
+            if "emptyDir" in volume and volume["name"] != TOKEN_DIR_VOLUME:
                 volume["emptyDir"]["sizeLimit"] = f"{spec.disk_mb}Mi"
         return {
             "apiVersion": "v1",
@@ -293,34 +420,52 @@ class KubernetesBackend:
                 "name": f"envgym-sbx-{sandbox_id}",
                 "namespace": self.namespace,
                 "labels": {**meta.get("labels", {}), **labels},
-                "annotations": {**meta.get("annotations", {}), LABEL_OWNER: owner},
-                "ownerReferences": [self._owner(run_id)],
+                "annotations": {**meta.get("annotations", {}), LABEL_OWNER: process},
+                "ownerReferences": [owner],
             },
             "spec": pod_spec,
         }
 
     def _wait_ready(self, name: str) -> str:
-        """Watch the pod until it is Ready (returns its IP); fail fast if it finishes or times out."""
+        """Watch the pod until it is Ready (returns its IP). Fails fast when it finishes, is deleted, or is
+        stuck with a reason (unschedulable, image pull, config); lists again when the watch's
+        resourceVersion is gone (410); names the last state seen when `ready_timeout_s` passes."""
         deadline = time.monotonic() + self.ready_timeout_s
+        selector = f"metadata.name={name}"
         watcher = k8s_watch.Watch()
-        while time.monotonic() < deadline:
-            remaining = max(1, int(deadline - time.monotonic()))
-            for event in watcher.stream(
-                self.core.list_namespaced_pod,
-                self.namespace,
-                field_selector=f"metadata.name={name}",
-                timeout_seconds=remaining,
-            ):
-                pod = event["object"]
-                if event["type"] == "DELETED":
+        version: str | None = None
+        last = "no status yet"
+        while (left := deadline - time.monotonic()) > 0:
+            if version is None:
+                listed = self.core.list_namespaced_pod(self.namespace, field_selector=selector)
+                version = self.api_client.sanitize_for_serialization(listed)["metadata"]["resourceVersion"]
+                if not listed.items:
                     raise SandboxUnavailableError(f"pod {name} was deleted while starting")
-                phase = pod.status.phase if pod.status else None
-                if phase in _FINISHED:
-                    raise SandboxUnavailableError(f"pod {name} {phase} before it became ready: {_why(pod)}")
-                if _is_ready(pod) and pod.status.pod_ip:
-                    watcher.stop()
-                    return str(pod.status.pod_ip)
-        raise SandboxUnavailableError(f"pod {name} not ready within {self.ready_timeout_s:g}s")
+                pod = listed.items[0]
+                last = _state(pod)
+                if _started(name, pod):
+                    return _pod_ip(pod)
+            try:
+                for event in watcher.stream(
+                    self.core.list_namespaced_pod,
+                    self.namespace,
+                    field_selector=selector,
+                    resource_version=version,
+                    timeout_seconds=max(1, math.ceil(left)),
+                ):
+                    pod = event["object"]
+                    version = pod.metadata.resource_version
+                    if event["type"] == "DELETED":
+                        raise SandboxUnavailableError(f"pod {name} was deleted while starting ({last})")
+                    last = _state(pod)
+                    if _started(name, pod):
+                        watcher.stop()
+                        return _pod_ip(pod)
+            except ApiException as exc:
+                if exc.status != 410:
+                    raise
+                version = None  # the history since our version was compacted: start from a fresh list
+        raise SandboxUnavailableError(f"pod {name} not ready within {self.ready_timeout_s:g}s ({last})")
 
     def _list_pods(self) -> list[Doc]:
         found = self.core.list_namespaced_pod(
@@ -335,9 +480,44 @@ class KubernetesBackend:
             if exc.status != 404:
                 raise
 
+    def _delete_secret(self, name: str) -> None:
+        try:
+            self.core.delete_namespaced_secret(name, self.namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
 
 def _owner_name(run_id: str) -> str:
     return f"envgym-run-{run_id}"
+
+
+def _secret_name(sandbox_id: str) -> str:
+    return f"envgym-sbx-{sandbox_id}-token"
+
+
+def _snake(ref: Doc) -> dict[str, str]:
+    return {"api_version": ref["apiVersion"], "kind": ref["kind"], "name": ref["name"], "uid": ref["uid"]}
+
+
+def _api_message(exc: ApiException) -> str:
+    try:
+        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
+    except ValueError:
+        return str(exc.reason)
+
+
+def _retryable(exc: ApiException) -> bool:
+    """429 always; 403 only when a quota is exceeded (any other 403 is RBAC, and waiting will not help)."""
+    return exc.status == 429 or (exc.status == 403 and "exceeded quota" in _api_message(exc))
+
+
+def _retry_after(exc: ApiException) -> float | None:
+    value = (exc.headers or {}).get("Retry-After")
+    try:
+        return min(float(value), _MAX_RETRY_AFTER_S) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _apply_limits(container: Doc, spec: SandboxSpec) -> None:
@@ -356,7 +536,8 @@ def _apply_limits(container: Doc, spec: SandboxSpec) -> None:
 _SUFFIX = {"m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9}
 
 
-def _quantity(value: str) -> float:
+def parse_quantity(value: str) -> float:
+    """A Kubernetes quantity (`250m`, `2Gi`, `4`) as a number of units (cores, bytes)."""
     for suffix in sorted(_SUFFIX, key=len, reverse=True):
         if value.endswith(suffix):
             return float(value[: -len(suffix)]) * _SUFFIX[suffix]
@@ -364,12 +545,61 @@ def _quantity(value: str) -> float:
 
 
 def _smaller(a: str, b: str) -> str:
-    return a if _quantity(a) <= _quantity(b) else b
+    return a if parse_quantity(a) <= parse_quantity(b) else b
 
 
 def _is_ready(pod: k8s.V1Pod) -> bool:
     conditions = (pod.status.conditions if pod.status else None) or []
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def _started(name: str, pod: k8s.V1Pod) -> bool:
+    """True when the pod is Ready with an IP; raises when it finished or is stuck with a reason."""
+    phase = pod.status.phase if pod.status else None
+    if phase in _FINISHED:
+        raise SandboxUnavailableError(f"pod {name} {phase} before it became ready: {_why(pod)}")
+    stuck = _stuck(pod)
+    if stuck is not None:
+        raise SandboxUnavailableError(f"pod {name} cannot start: {stuck}")
+    return _is_ready(pod) and bool(_pod_ip(pod))
+
+
+def _pod_ip(pod: k8s.V1Pod) -> str:
+    return str(pod.status.pod_ip) if pod.status and pod.status.pod_ip else ""
+
+
+def _stuck(pod: k8s.V1Pod) -> str | None:
+    """Why a Pending pod will not start by waiting (unschedulable, image pull, container config), or None."""
+    status = pod.status
+    if status is None:
+        return None
+    for condition in status.conditions or []:
+        if (
+            condition.type == "PodScheduled"
+            and condition.status == "False"
+            and condition.reason == "Unschedulable"
+        ):
+            return f"Unschedulable: {condition.message or 'no node fits'}"
+    for c in [*(status.init_container_statuses or []), *(status.container_statuses or [])]:
+        waiting = c.state.waiting if c.state else None
+        if waiting is not None and waiting.reason in _STUCK:
+            return f"container {c.name}: {waiting.reason}: {waiting.message or 'no message'}"
+    return None
+
+
+def _state(pod: k8s.V1Pod) -> str:
+    """The pod's phase and the reasons it gives, for error messages."""
+    status = pod.status
+    if status is None:
+        return "no status yet"
+    parts = [status.phase or "Unknown"]
+    parts += [
+        f"{c.type}={c.status}" + (f" ({c.reason})" if c.reason else "") for c in status.conditions or []
+    ]
+    for c in [*(status.init_container_statuses or []), *(status.container_statuses or [])]:
+        if c.state and c.state.waiting and c.state.waiting.reason:
+            parts.append(f"{c.name} waiting: {c.state.waiting.reason}")
+    return ", ".join(parts)
 
 
 def _why(pod: k8s.V1Pod) -> str:

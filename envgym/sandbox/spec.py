@@ -22,7 +22,12 @@ class SandboxSpec(BaseModel):
     cpu: float = Field(1.0, gt=0, description="CPU cores (fractional allowed).")
     memory_mb: int = Field(512, ge=16, description="Memory limit in MiB; swap is not granted on top.")
     pids: int = Field(256, ge=8, description="Maximum number of processes/threads in the sandbox.")
-    disk_mb: int = Field(256, ge=1, description="Size of the writable workspace (and of /tmp) in MiB.")
+    disk_mb: int = Field(
+        256,
+        ge=1,
+        description="Size of the writable workspace (and of /tmp) in MiB. The docker backend keeps both in "
+        "memory (tmpfs): left unset, it sizes them to fit memory_mb; set, it must fit.",
+    )
     network: Literal["none"] | list[str] = Field(
         "none",
         description='"none" (no network at all) or an egress allow-list of host names / IPs / CIDRs.',

@@ -53,7 +53,9 @@ def api_client(fake_api: FakeApiServer) -> k8s.ApiClient:
     api = k8s.ApiClient(k8s.Configuration(host=fake_api.url))
     template = next(d for d in render(resolve_overlay("dev")) if d["kind"] == "PodTemplate")
     # The dev overlay names the registry image envgym-sandbox:dev; the fake's node has the local build.
-    template["template"]["spec"]["containers"][0]["image"] = DEFAULT_IMAGE
+    spec = template["template"]["spec"]
+    for container in spec["initContainers"] + spec["containers"]:
+        container["image"] = DEFAULT_IMAGE
     body = k8s.V1PodTemplate.from_dict(template)
     assert body is not None
     k8s.CoreV1Api(api).create_namespaced_pod_template(NAMESPACE, body)

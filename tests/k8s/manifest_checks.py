@@ -16,6 +16,7 @@ import referencing
 from kubernetes_validate.utils import schema_contents
 
 from envgym.k8s_render import K8S_DIR
+from envgym.sandbox.kubernetes import parse_quantity
 
 KUBERNETES_VERSION = "1.34.0"
 """The Kubernetes version the manifests are validated against (kubernetes-validate ships its schemas)."""
@@ -170,13 +171,10 @@ def selector_matches(selector: Doc, labels: dict[str, str]) -> bool:
 
 
 def egress_violations(docs: list[Doc]) -> list[str]:
-    """Every pod that runs the sandbox server is selected by a deny-all-egress NetworkPolicy in its namespace."""
-    deny_all = [
-        d
-        for d in docs
-        if d["kind"] == "NetworkPolicy"
-        and "Egress" in d["spec"].get("policyTypes", [])
-        and not d["spec"].get("egress")
+    """Every pod that runs the sandbox server is selected by a deny-all-egress NetworkPolicy in its namespace,
+    and by no policy that allows any egress (policies add up: one allow rule anywhere opens it)."""
+    egress = [
+        d for d in docs if d["kind"] == "NetworkPolicy" and "Egress" in d["spec"].get("policyTypes", [])
     ]
     out: list[str] = []
     for doc in docs:
@@ -184,14 +182,190 @@ def egress_violations(docs: list[Doc]) -> list[str]:
         for labels, _ in pod_specs(doc):
             if labels.get("envgym.io/role") not in SANDBOX_ROLES:
                 continue
-            covered = any(
-                p["metadata"].get("namespace") == namespace
+            selecting = [
+                p
+                for p in egress
+                if p["metadata"].get("namespace") == namespace
                 and selector_matches(p["spec"]["podSelector"], labels)
-                for p in deny_all
-            )
-            if not covered:
+            ]
+            if not any(not p["spec"].get("egress") for p in selecting):
                 out.append(
                     f"{name_of(doc)} in namespace {namespace}: no deny-all egress NetworkPolicy selects it"
+                )
+            out.extend(
+                f"{name_of(doc)} in namespace {namespace}: NetworkPolicy/{p['metadata']['name']} allows it egress"
+                for p in selecting
+                if p["spec"].get("egress")
+            )
+    return out
+
+
+def default_deny_violations(docs: list[Doc]) -> list[str]:
+    """Every namespace the overlay creates has a policy denying all ingress and egress to every pod, and no
+    egress rule anywhere opens every destination on every port."""
+    out: list[str] = []
+    for ns in (d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"):
+        denies = any(
+            d["kind"] == "NetworkPolicy"
+            and d["metadata"].get("namespace") == ns
+            and d["spec"].get("podSelector") == {}
+            and {"Ingress", "Egress"} <= set(d["spec"].get("policyTypes", []))
+            and not d["spec"].get("ingress")
+            and not d["spec"].get("egress")
+            for d in docs
+        )
+        if not denies:
+            out.append(f"Namespace/{ns}: no NetworkPolicy denies all ingress and egress by default")
+    for d in docs:
+        if d["kind"] != "NetworkPolicy":
+            continue
+        for i, rule in enumerate(d["spec"].get("egress", [])):
+            if not rule.get("to") and not rule.get("ports"):
+                out.append(f"{name_of(d)}: egress rule {i} allows every destination on every port")
+    return out
+
+
+def secret_env_violations(doc: Doc) -> list[str]:
+    """Secrets reach containers as mounted files, never environment variables (readable in /proc/<pid>/environ)."""
+    out: list[str] = []
+    for _, spec in pod_specs(doc):
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            for var in c.get("env", []):
+                if "secretKeyRef" in var.get("valueFrom", {}):
+                    out.append(f"{name_of(doc)} container {c['name']}: env {var['name']} comes from a Secret")
+            for source in c.get("envFrom", []):
+                if "secretRef" in source:
+                    out.append(f"{name_of(doc)} container {c['name']}: envFrom a Secret")
+    return out
+
+
+def env_server_violations(doc: Doc) -> list[str]:
+    """Env-server pods run `envgym serve` (env endpoints only; never the sandbox server, which offers exec),
+    with `--token-file` on a mounted Secret volume."""
+    out: list[str] = []
+    for labels, spec in pod_specs(doc):
+        if labels.get("envgym.io/role") != "env-server":
+            continue
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        for c in spec["containers"]:
+            argv = [*c.get("command", []), *c.get("args", [])]
+            where = f"{name_of(doc)} container {c['name']}"
+            if argv[:2] != ["envgym", "serve"] or "envgym.sandbox.server" in argv:
+                out.append(f"{where}: runs {argv[:3]}, not `envgym serve` (env endpoints only)")
+            token = argv[argv.index("--token-file") + 1] if "--token-file" in argv[:-1] else None
+            mounts = [
+                m
+                for m in c.get("volumeMounts", [])
+                if token is not None
+                and token.startswith(m["mountPath"].rstrip("/") + "/")
+                and "secret" in volumes.get(m["name"], {})
+            ]
+            if not mounts:
+                out.append(f"{where}: no --token-file on a mounted Secret volume")
+    return out
+
+
+SESSION_IDLE_S = 600
+"""`envgym serve --session-idle` default: session affinity must last at least this long."""
+
+
+def session_violations(docs: list[Doc]) -> list[str]:
+    """Env-server sessions live in one pod's memory: every Service in front of env servers pins a client to one
+    pod (ClientIP affinity outlasting the session idle time) and is not headless (DNS would not pin)."""
+    out: list[str] = []
+    for d in docs:
+        if d["kind"] != "Service" or d["spec"].get("selector", {}).get("app.kubernetes.io/name") != (
+            "envgym-env-server"
+        ):
+            continue
+        spec = d["spec"]
+        if spec.get("clusterIP") == "None":
+            out.append(
+                f"{name_of(d)}: headless, so nothing pins a client's requests to the pod holding its session"
+            )
+        timeout = spec.get("sessionAffinityConfig", {}).get("clientIP", {}).get("timeoutSeconds", 10800)
+        if spec.get("sessionAffinity") != "ClientIP" or timeout < SESSION_IDLE_S:
+            out.append(f"{name_of(d)}: needs sessionAffinity ClientIP lasting >= {SESSION_IDLE_S}s")
+    return out
+
+
+def autoscaling_violations(docs: list[Doc]) -> list[str]:
+    """A Deployment the HPA scales sets no `replicas` (each apply would reset the HPA's count), and every
+    Deployment has a PodDisruptionBudget that still lets a node drain (maxUnavailable, or minAvailable below
+    the HPA's minimum)."""
+    out: list[str] = []
+    hpas = {
+        (d["metadata"].get("namespace"), d["spec"]["scaleTargetRef"]["name"]): d
+        for d in docs
+        if d["kind"] == "HorizontalPodAutoscaler"
+    }
+    for d in docs:
+        if d["kind"] != "Deployment":
+            continue
+        key = (d["metadata"].get("namespace"), d["metadata"]["name"])
+        hpa = hpas.get(key)
+        if hpa is not None and "replicas" in d["spec"]:
+            out.append(
+                f"{name_of(d)}: sets replicas although HorizontalPodAutoscaler/{hpa['metadata']['name']} scales it"
+            )
+        labels = d["spec"]["template"]["metadata"].get("labels", {})
+        pdbs = [
+            p
+            for p in docs
+            if p["kind"] == "PodDisruptionBudget"
+            and p["metadata"].get("namespace") == key[0]
+            and selector_matches(p["spec"]["selector"], labels)
+        ]
+        if not pdbs:
+            out.append(f"{name_of(d)}: no PodDisruptionBudget selects its pods")
+        minimum = hpa["spec"].get("minReplicas", 1) if hpa else d["spec"].get("replicas", 1)
+        for p in pdbs:
+            available = p["spec"].get("minAvailable")
+            if isinstance(available, int) and available >= minimum:
+                out.append(f"{name_of(p)}: minAvailable {available} >= {minimum} replicas blocks every drain")
+    return out
+
+
+SANDBOX_QUOTA_SHARE = 0.5
+"""The share of the quota's limits.cpu and limits.memory left for sandbox pods when the rest runs at full scale."""
+
+
+def quota_violations(docs: list[Doc]) -> list[str]:
+    """Env servers at the HPA's maximum plus the trainer Job fit in (1 - SANDBOX_QUOTA_SHARE) of the
+    ResourceQuota's limits, leaving the rest for sandbox pods."""
+    out: list[str] = []
+    for quota in (d for d in docs if d["kind"] == "ResourceQuota"):
+        namespace = quota["metadata"].get("namespace")
+        hpas = {
+            h["spec"]["scaleTargetRef"]["name"]: h["spec"]["maxReplicas"]
+            for h in docs
+            if h["kind"] == "HorizontalPodAutoscaler" and h["metadata"].get("namespace") == namespace
+        }
+        for resource in ("cpu", "memory"):
+            hard = quota["spec"]["hard"].get(f"limits.{resource}")
+            if hard is None:
+                continue
+            used = 0.0
+            for d in docs:
+                if d["metadata"].get("namespace") != namespace or d["kind"] not in ("Deployment", "Job"):
+                    continue
+                count = (
+                    hpas.get(d["metadata"]["name"], d["spec"].get("replicas", 1))
+                    if d["kind"] == "Deployment"
+                    else d["spec"].get("parallelism", 1)
+                )
+                for _, spec in pod_specs(d):
+                    per_pod = sum(
+                        parse_quantity(str(c.get("resources", {}).get("limits", {}).get(resource, "0")))
+                        for c in spec["containers"]
+                    )
+                    used += count * per_pod
+            allowed = (1 - SANDBOX_QUOTA_SHARE) * parse_quantity(str(hard))
+            unit, scale = ("Gi", 2**30) if resource == "memory" else ("", 1)
+            if used > allowed:
+                out.append(
+                    f"{name_of(quota)}: env servers at their HPA maximum and the trainer take {used / scale:g}{unit} "
+                    f"of limits.{resource} {hard}; at most {allowed / scale:g}{unit} may, to leave room for sandboxes"
                 )
     return out
 
@@ -216,4 +390,13 @@ def all_violations(docs: list[Doc]) -> list[str]:
     out: list[str] = []
     for doc in docs:
         out += privilege_violations(doc) + resource_violations(doc) + lifetime_violations(doc)
-    return out + egress_violations(docs) + namespace_violations(docs)
+        out += secret_env_violations(doc) + env_server_violations(doc)
+    return (
+        out
+        + egress_violations(docs)
+        + namespace_violations(docs)
+        + default_deny_violations(docs)
+        + session_violations(docs)
+        + autoscaling_violations(docs)
+        + quota_violations(docs)
+    )

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import copy
+import threading
 import time
 from typing import Any
 
@@ -12,7 +15,12 @@ import pytest
 from kubernetes import client as k8s
 
 from envgym.sandbox.base import LABEL_MANAGED_BY, LABEL_RUN_ID, LABEL_SANDBOX_ID
-from envgym.sandbox.errors import InvalidRequestError, SandboxClosedError
+from envgym.sandbox.errors import (
+    InvalidRequestError,
+    SandboxClosedError,
+    SandboxOutOfMemoryError,
+    SandboxUnavailableError,
+)
 from envgym.sandbox.kubernetes import KubernetesBackend
 from envgym.sandbox.spec import SandboxSpec
 
@@ -63,8 +71,9 @@ def test_pod_comes_from_the_template_with_labels_owner_deadline_and_spec_limits(
             container["resources"]["requests"]["memory"] == "192Mi"
         )  # the template's 256Mi, capped at the limit
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
-        assert {v["emptyDir"]["sizeLimit"] for v in spec_["volumes"]} == {"64Mi"}
-        assert box.exec("id -u").stdout.strip() == "1000"
+        sizes = {v["name"]: v["emptyDir"]["sizeLimit"] for v in spec_["volumes"] if "emptyDir" in v}
+        assert sizes == {"workspace": "64Mi", "tmp": "64Mi", "envgym-token": "1Mi"}
+        assert box.exec("id -u").stdout.strip() == "10001"
         assert box.exec("touch /etc/x").exit_code != 0  # read-only root, as the template says
 
 
@@ -147,3 +156,121 @@ def test_a_network_allow_list_is_refused_before_any_pod_is_created(backend: Kube
     with pytest.raises(InvalidRequestError, match="network"):
         backend.create(SandboxSpec(network=["pypi.org"]))
     assert backend.list_sandboxes() == []
+
+
+def test_the_token_is_a_secret_file_that_code_in_the_pod_cannot_read_back(
+    backend: KubernetesBackend, api_client: k8s.ApiClient
+) -> None:
+    core = k8s.CoreV1Api(api_client)
+    with backend.create(SandboxSpec(ttl_s=300)) as box:
+        pod = _pod(api_client, f"envgym-sbx-{box.id}")
+        containers = pod["spec"]["initContainers"] + pod["spec"]["containers"]
+        assert not [e for c in containers for e in c.get("env", []) if "TOKEN" in e["name"]]
+        secret_volume = next(v for v in pod["spec"]["volumes"] if "secret" in v)["secret"]
+        assert secret_volume["defaultMode"] == 0o400
+        secret = core.read_namespaced_secret(secret_volume["secretName"], NAMESPACE)
+        token = base64.b64decode(secret.data["token"]).decode()
+        assert secret.metadata.owner_references[0].kind == "ConfigMap"  # garbage-collected with the run
+        found = box.exec(
+            f"grep -rl -- '{token}' /proc/[0-9]*/environ /run /var/run /workspace /tmp 2>/dev/null; "
+            "ls -A /run/envgym; ls /var/run/secrets 2>&1"
+        )
+        assert token not in found.stdout
+        assert "environ" not in found.stdout and "No such file" in found.stdout
+    with pytest.raises(k8s.ApiException) as gone:
+        core.read_namespaced_secret(secret_volume["secretName"], NAMESPACE)
+    assert gone.value.status == 404  # closing the sandbox deletes its Secret
+
+
+def test_a_pod_whose_image_cannot_be_pulled_fails_fast_with_the_reason_and_frees_its_slot(
+    api_client: k8s.ApiClient,
+) -> None:
+    backend = KubernetesBackend(namespace=NAMESPACE, api_client=api_client, max_starting=1)
+    started = time.monotonic()
+    with pytest.raises(SandboxUnavailableError, match=r"ErrImagePull.*envgym-sandbox:no-such-tag"):
+        backend.create(SandboxSpec(image="envgym-sandbox:no-such-tag", ttl_s=300))
+    assert time.monotonic() - started < 15  # not the 180 s ready timeout
+    assert backend.list_sandboxes() == []
+    with backend.create(SandboxSpec(ttl_s=300)) as box:  # the one start slot is free again
+        assert box.exec("echo up").stdout == "up\n"
+
+
+def test_an_unschedulable_pod_fails_fast_with_the_schedulers_message(api_client: k8s.ApiClient) -> None:
+    template = copy.deepcopy(KubernetesBackend(namespace=NAMESPACE, api_client=api_client).template())
+    template["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "4096"
+    backend = KubernetesBackend(namespace=NAMESPACE, api_client=api_client, template=template)
+    started = time.monotonic()
+    with pytest.raises(
+        SandboxUnavailableError, match=r"Unschedulable: 0/1 nodes are available: 1 Insufficient cpu"
+    ):
+        backend.create(SandboxSpec(cpu=4096, ttl_s=300))
+    assert time.monotonic() - started < 15
+    assert backend.list_sandboxes() == []
+
+
+def test_creates_are_retried_through_429_with_retry_after(
+    backend: KubernetesBackend, fake_api: FakeApiServer
+) -> None:
+    fake_api.cluster.throttled_served = 0
+    fake_api.cluster.throttle(2, retry_after_s=1)
+    started = time.monotonic()
+    with backend.create(SandboxSpec(ttl_s=300)) as box:
+        assert box.exec("echo up").stdout == "up\n"
+    assert fake_api.cluster.throttled_served == 2
+    assert time.monotonic() - started >= 2  # Retry-After was honoured
+
+
+def test_creates_wait_for_room_in_an_exceeded_quota_up_to_a_bound(
+    api_client: k8s.ApiClient, fake_api: FakeApiServer
+) -> None:
+    backend = KubernetesBackend(namespace=NAMESPACE, api_client=api_client, create_retry_s=30)
+    fake_api.cluster.quota[NAMESPACE] = 1
+    try:
+        first = backend.create(SandboxSpec(ttl_s=300))
+        threading.Timer(2, first.close).start()
+        with backend.create(SandboxSpec(ttl_s=300)) as second:  # admitted once the first is gone
+            assert second.exec("echo up").stdout == "up\n"
+            impatient = KubernetesBackend(namespace=NAMESPACE, api_client=api_client, create_retry_s=2)
+            started = time.monotonic()
+            with pytest.raises(SandboxUnavailableError, match=r"403 after 2s of retries: .*exceeded quota"):
+                impatient.create(SandboxSpec(ttl_s=300))
+            assert time.monotonic() - started < 10
+    finally:
+        del fake_api.cluster.quota[NAMESPACE]
+
+
+def test_a_watch_whose_resource_version_is_gone_lists_again(
+    backend: KubernetesBackend, fake_api: FakeApiServer
+) -> None:
+    fake_api.cluster.expired_watches = 2  # compacted twice in a row between the backend's list and watch
+    fake_api.cluster.gone_served = 0
+    try:
+        with backend.create(SandboxSpec(ttl_s=300)) as box:
+            assert box.exec("echo up").stdout == "up\n"
+    finally:
+        fake_api.cluster.expired_watches = 0
+    assert fake_api.cluster.gone_served == 2
+
+
+def test_a_run_ended_by_another_process_gets_a_new_owner_for_its_next_pod(
+    backend: KubernetesBackend, api_client: k8s.ApiClient
+) -> None:
+    first = backend.create(SandboxSpec(ttl_s=300), run_id="run-ended")
+    other_process = KubernetesBackend(namespace=NAMESPACE, api_client=api_client)
+    other_process.end_run("run-ended")  # the garbage collector takes the first pod with it
+    with backend.create(SandboxSpec(ttl_s=300), run_id="run-ended") as second:
+        time.sleep(1)  # the fake's collector acts 0.2 s after a create with a missing owner
+        assert second.exec("echo alive").stdout == "alive\n"
+        owner = k8s.CoreV1Api(api_client).read_namespaced_config_map("envgym-run-run-ended", NAMESPACE)
+        pod = _pod(api_client, f"envgym-sbx-{second.id}")
+        assert pod["metadata"]["ownerReferences"][0]["uid"] == owner.metadata.uid
+    first.close()
+    backend.end_run("run-ended")
+
+
+def test_a_pod_killed_out_of_memory_surfaces_as_a_typed_error(backend: KubernetesBackend) -> None:
+    with backend.create(SandboxSpec(memory_mb=128, ttl_s=300)) as box:
+        # The server (pid 1 of the fake's container) volunteers to be the OOM killer's choice.
+        kill_server = "echo 1000 > /proc/1/oom_score_adj && python3 -c 'x = bytearray(1 << 30)'"
+        with pytest.raises(SandboxOutOfMemoryError, match="out of memory"):
+            box.exec(kill_server, timeout=30)

@@ -24,11 +24,17 @@ from .manifest_checks import (
     CRD_GROUP,
     KUBERNETES_VERSION,
     all_violations,
+    autoscaling_violations,
+    default_deny_violations,
     egress_violations,
+    env_server_violations,
     lifetime_violations,
     privilege_violations,
+    quota_violations,
     resource_violations,
     schema_violations,
+    secret_env_violations,
+    session_violations,
 )
 
 OVERLAYS = overlay_names()
@@ -140,7 +146,8 @@ def test_policy_catches_a_sandbox_pod_without_a_deadline(rendered: list[dict]) -
 
 
 def test_policy_catches_a_namespace_whose_sandboxes_can_reach_the_network(rendered: list[dict]) -> None:
-    without_deny = [d for d in rendered if d["metadata"]["name"] != "envgym-sandbox-deny-egress"]
+    denials = {"envgym-sandbox-deny-egress", "envgym-default-deny"}
+    without_deny = [d for d in rendered if d["metadata"]["name"] not in denials]
     assert egress_violations(without_deny)
     allowing = copy.deepcopy(rendered)
     _find(allowing, "NetworkPolicy", "envgym-sandbox-deny-egress")["spec"]["egress"] = [{}]
@@ -166,8 +173,63 @@ def test_agent_sandbox_template_runs_the_same_pod_as_the_pod_template() -> None:
     docs = render(resolve_overlay("agent-sandbox"))
     pod = copy.deepcopy(_find(docs, "PodTemplate", "envgym-sandbox")["template"])
     claimable = copy.deepcopy(_find(docs, "SandboxTemplate", "envgym-sandbox")["spec"]["podTemplate"])
-    # Differences by design: warm pods wait in the pool (longer deadline) and share a token Secret.
+    # The one difference by design: warm pods wait in the pool, so their deadline is longer.
     for spec in (pod["spec"], claimable["spec"]):
         del spec["activeDeadlineSeconds"]
-        spec["containers"][0].pop("env", None)
     assert claimable == pod
+
+
+def test_policy_catches_an_env_server_that_offers_exec_or_takes_its_token_from_an_env_var(
+    rendered: list[dict],
+) -> None:
+    deployment = copy.deepcopy(_find(rendered, "Deployment", "envgym-env-server"))
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    container["command"] = ["python3", "-m", "envgym.sandbox.server"]
+    container["args"] = ["--host", "0.0.0.0", "--port", "8888", "--workspace", "/workspace"]
+    container["env"] = [
+        {"name": "ENVGYM_SANDBOX_TOKEN", "valueFrom": {"secretKeyRef": {"name": "t", "key": "token"}}}
+    ]
+    found = env_server_violations(deployment)
+    assert any("not `envgym serve`" in v for v in found)
+    assert any("--token-file" in v for v in found)
+    assert any("ENVGYM_SANDBOX_TOKEN comes from a Secret" in v for v in secret_env_violations(deployment))
+
+
+def test_policy_catches_a_namespace_without_default_deny_and_an_open_egress_rule(
+    rendered: list[dict],
+) -> None:
+    without = [d for d in rendered if d["metadata"]["name"] != "envgym-default-deny"]
+    assert any("denies all ingress and egress" in v for v in default_deny_violations(without))
+    opened = copy.deepcopy(rendered)
+    _find(opened, "NetworkPolicy", "envgym-sandbox-client-egress")["spec"]["egress"].append({})
+    assert any("every destination on every port" in v for v in default_deny_violations(opened))
+
+
+def test_policy_catches_a_headless_env_server_service_without_affinity(rendered: list[dict]) -> None:
+    docs = copy.deepcopy(rendered)
+    service = _find(docs, "Service", "envgym-env-server")
+    service["spec"]["clusterIP"] = "None"
+    del service["spec"]["sessionAffinity"]
+    found = session_violations(docs)
+    assert any("headless" in v for v in found) and any("ClientIP" in v for v in found)
+
+
+def test_policy_catches_replicas_under_an_hpa_and_a_missing_or_blocking_pdb(rendered: list[dict]) -> None:
+    docs = copy.deepcopy(rendered)
+    _find(docs, "Deployment", "envgym-env-server")["spec"]["replicas"] = 4
+    assert any("sets replicas" in v for v in autoscaling_violations(docs))
+    _find(docs, "PodDisruptionBudget", "envgym-env-server")["spec"] = {
+        "minAvailable": 64,
+        "selector": {"matchLabels": {"app.kubernetes.io/name": "envgym-env-server"}},
+    }
+    assert any("blocks every drain" in v for v in autoscaling_violations(docs))
+    without = [d for d in docs if d["kind"] != "PodDisruptionBudget"]
+    assert any("no PodDisruptionBudget" in v for v in autoscaling_violations(without))
+
+
+def test_policy_catches_env_servers_that_can_take_the_whole_quota() -> None:
+    docs = copy.deepcopy(render(resolve_overlay("prod")))
+    _find(docs, "HorizontalPodAutoscaler", "envgym-env-server")["spec"]["maxReplicas"] = (
+        64  # the old prod value
+    )
+    assert any("limits.cpu 128" in v for v in quota_violations(docs))

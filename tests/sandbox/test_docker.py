@@ -182,3 +182,86 @@ def test_warm_pool_hands_out_ready_sandboxes_and_resets_them(backend: object) ->
         for sandbox in again:
             assert sandbox.exec("ls -A; pgrep sleep || true").stdout == ""
             pool.release(sandbox)
+
+
+def test_the_socket_directory_can_be_neither_filled_nor_swapped_from_the_sandbox(
+    backend: object, box: Sandbox
+) -> None:
+    from envgym.sandbox.client import SandboxClient
+    from envgym.sandbox.local import state_dir
+
+    host_dir = state_dir("docker") / box.id
+    fill = box.exec("dd if=/dev/zero of=/run/envgym/fill bs=1M count=64 2>&1; ls -A /run/envgym")
+    assert "Permission denied" in fill.stdout and fill.stdout.split()[-1] == "server.sock"
+    swap = box.exec(
+        "ln -sf /var/run/docker.sock /run/envgym/server.sock || mv /run/envgym/server.sock /run/envgym/x"
+    )
+    assert swap.exit_code != 0
+    assert sorted(p.name for p in host_dir.iterdir()) == ["server.sock"]
+    assert not (host_dir / "server.sock").is_symlink()
+    fresh = SandboxClient(uds=str(host_dir / "server.sock"), token="wrong")
+    try:
+        assert fresh.health().sandbox_id == box.id  # still the sandbox's own server
+    finally:
+        fresh.close()
+
+
+def test_the_host_refuses_a_link_in_place_of_the_server_socket(tmp_path: Path) -> None:
+    import socket
+
+    from envgym.sandbox.docker import check_socket_dir
+    from envgym.sandbox.errors import SandboxUnavailableError
+
+    elsewhere = socket.socket(socket.AF_UNIX)
+    elsewhere.bind(str(tmp_path / "docker.sock"))
+    host_dir = tmp_path / "box"
+    host_dir.mkdir(mode=0o755)
+    (host_dir / "server.sock").symlink_to(tmp_path / "docker.sock")
+    try:
+        with pytest.raises(SandboxUnavailableError, match="not the sandbox server's socket"):
+            check_socket_dir(host_dir)
+        host_dir.chmod(0o777)
+        with pytest.raises(SandboxUnavailableError, match="only this user"):
+            check_socket_dir(host_dir)
+    finally:
+        elsewhere.close()
+
+
+def test_tmpfs_mounts_fit_inside_the_memory_limit() -> None:
+    from envgym.sandbox.docker import SERVER_RESERVE_MB, container_kwargs
+
+    for spec in (SandboxSpec(), SandboxSpec(memory_mb=128), SandboxSpec(memory_mb=4096)):
+        kwargs = container_kwargs(spec, "x", "/tmp/x", {})
+        sizes = [int(opts.split("size=")[1].split("m")[0]) for opts in kwargs["tmpfs"].values()]
+        total = sum(sizes) + int(kwargs["shm_size"].rstrip("m"))
+        assert total + SERVER_RESERVE_MB <= spec.memory_mb, (spec.memory_mb, sizes, kwargs["shm_size"])
+
+
+def test_a_disk_size_that_cannot_fit_in_memory_is_refused_before_any_container() -> None:
+    from envgym.sandbox.docker import container_kwargs
+    from envgym.sandbox.errors import InvalidRequestError
+
+    with pytest.raises(InvalidRequestError, match=r"disk_mb: .* exceeds memory_mb=512; use disk_mb <= 216"):
+        container_kwargs(SandboxSpec(memory_mb=512, disk_mb=256), "x", "/tmp/x", {})
+
+
+def test_filling_every_tmpfs_leaves_the_sandbox_answering(backend: object) -> None:
+    with backend.create(SandboxSpec(ttl_s=120), run_id=TEST_RUN_ID) as box:  # type: ignore[attr-defined]
+        fill = "for d in /workspace /tmp /dev/shm; do dd if=/dev/zero of=$d/fill bs=1M 2>/dev/null; done; du -sm /workspace/fill /tmp/fill /dev/shm/fill"
+        result = box.exec(fill, timeout=60)
+        filled = sum(int(line.split()[0]) for line in result.stdout.splitlines())
+        assert filled >= 200, result  # the mounts really were filled
+        assert box.exec("echo alive").stdout == "alive\n"
+
+
+def test_an_out_of_memory_kill_surfaces_as_a_typed_error(backend: object) -> None:
+    from envgym.sandbox.errors import SandboxOutOfMemoryError
+
+    box = backend.create(SandboxSpec(memory_mb=128, ttl_s=120), run_id=TEST_RUN_ID)  # type: ignore[attr-defined]
+    try:
+        # The server volunteers to be the OOM killer's choice, then a command exhausts the memory.
+        kill_server = "echo 1000 > /proc/$PPID/oom_score_adj && python3 -c 'x = bytearray(1 << 30)'"
+        with pytest.raises(SandboxOutOfMemoryError, match="out of memory"):
+            box.exec(kill_server, timeout=30)
+    finally:
+        box.close()
