@@ -13,12 +13,15 @@ The contract
     blocks, or an OpenAI assistant message dict with ``tool_calls``. Several calls run in order and each gets a
     tool message; the observation is those tool results. A turn without tool calls is a reply to the user and the
     observation is the user's answer. Any string is a legal action: a malformed call gets an error observation that
-    names the problem and the episode goes on.
+    names the problem and the episode goes on; an action longer than ``action_space.max_length`` is refused with an
+    error observation (``info["action_error"] == "action_too_long"``), neither executed nor added to the conversation.
 
     ``terminated`` is True when the user ends the conversation (goal met or patience lost) or the agent ends it by
     writing ``###STOP###``. ``truncated`` is True when ``max_steps`` turns have been taken. The reward is 0 until the
     episode ends; then it is the rubric's verdict (``info["reward_components"]``): 1.0 only if the final state equals
-    the state the task's reference solution reaches, every env assertion holds and every required output was said.
+    the state the task's reference solution reaches, every env assertion holds, the task's answers were said without
+    guessing, every required output was said and the trajectory kept the world's policy rules
+    (``envgym.rewards.rubric``).
 
 Per-tool-call rewards (``envgym.rewards.toolcalls``, on unless ``tool_rewards=False``)
     Each step's ``info["tool_calls"]`` labels its calls (valid, error kind, redundant repeat). At the end
@@ -41,6 +44,7 @@ The rubric, the reference solution and the attack's goal never appear in observa
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import random
 import string
@@ -255,17 +259,22 @@ class ToolWorldEnv(gym.Env[str, Any]):
             return "The episode is over; call reset() to start a new one.", 0.0, True, False, self._info()
         self.steps += 1
         self.step_calls: list[dict[str, Any]] = []
-        message, calls = parse_action(action, id_prefix=f"call_{self.steps}_")
-        self.messages.append(message)
+        # An oversized action is refused before parsing: not executed, not said, the episode goes on.
+        refusal = self._refuse_oversized(action)
+        calls: list[ParsedCall] = []
+        new: list[dict[str, Any]] = []
         terminated = False
-        if calls:
-            new = [self._run_call(call) for call in calls]
-        elif STOP in (message.get("content") or ""):
-            new, terminated = [], True
-        else:
-            turn = self.user.respond(message.get("content") or "", self._goal_reached)
-            new, terminated = [{"role": "user", "content": turn.text}], turn.done
-        self.messages.extend(new)
+        if refusal is None:
+            message, calls = parse_action(action, id_prefix=f"call_{self.steps}_")
+            self.messages.append(message)
+            if calls:
+                new = [self._run_call(call) for call in calls]
+            elif STOP in (message.get("content") or ""):
+                terminated = True
+            else:
+                turn = self.user.respond(message.get("content") or "", self._goal_reached)
+                new, terminated = [{"role": "user", "content": turn.text}], turn.done
+            self.messages.extend(new)
         limit = self.max_steps or self.task.max_steps or self.data.world.max_steps
         truncated = not terminated and self.steps >= limit
         reward = 0.0
@@ -285,8 +294,25 @@ class ToolWorldEnv(gym.Env[str, Any]):
             info["reward_components"] = components
             info["wall_s"] = time.perf_counter() - self._started
             info.update(self._security_report())
-        obs = render_observation(new) if new else "(the conversation has ended)"
+        if refusal is not None:
+            info["action_error"] = "action_too_long"
+        obs = refusal or (render_observation(new) if new else "(the conversation has ended)")
         return obs, reward, terminated, truncated, info
+
+    # ---------------------------------------------------------------- oversized actions
+
+    def _refuse_oversized(self, action: Any) -> str | None:
+        """The error observation for an action longer than the action space allows, else None.
+
+        Such a turn is neither executed nor said to the user (it is not recorded in the conversation): a reply of
+        every candidate value must not reach the rubric, and nothing past the space's own limit is a legal action.
+        """
+        size = len(action) if isinstance(action, str) else len(json.dumps(action, default=str))
+        limit = self.action_space.max_length if isinstance(self.action_space, spaces.Text) else MAX_TEXT
+        if size <= limit:
+            return None
+        return (f"Your turn was refused and not carried out: it is {size} characters long, over the limit of "
+                f"{limit} characters per turn. Nothing was said to the user and no tool was called.")
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":
@@ -363,7 +389,8 @@ class ToolWorldEnv(gym.Env[str, Any]):
 
     def _grade(self) -> dict[str, float]:
         assert self.task is not None and self.state is not None
-        components = grade(self.task, self.state, self._target_hash(), self.messages)
+        components = grade(self.task, self.state, self._target_hash(), self.messages,
+                           world=self.data.world, results=self.tool_results)
         if "grade" in self._hooks:
             components.update(self._hooks["grade"](self.state, self.task, self.messages))
         return components

@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from envgym.env import ToolWorldEnv
 from envgym.policies import Policy
 from envgym.protocol import format_tool_call
+from envgym.scripted import closing_reply, confirmation_request, needs_confirmation
 from envgym.users import STOP
 from envgym.world.spec import ToolCall
 
@@ -130,12 +131,13 @@ class AttackerPolicy:
         self._pending: list[ToolCall] = []
         self._marker: str | None = None
         self._replied = False
+        self._asked = False
 
     def _start(self) -> None:
         env = self.env
         assert env.task is not None
         self._plan = list(env.task.solution)
-        self._pending, self._marker, self._replied = [], None, False
+        self._pending, self._marker, self._replied, self._asked = [], None, False, False
         if env.attack is not None and env.attacks is not None:
             payload = env.attacks.payload(env.data.initial, env.attack)
             # The longest line of the payload, as it appears inside a JSON string: delimiting may rewrite tags.
@@ -153,14 +155,18 @@ class AttackerPolicy:
             self._pending = self.env.attacks.attacker_calls(self.env.data.initial, self.env.attack)
             self._marker = None
         if self._pending or self._plan:
+            # The task's own writes keep the world's rules (the user's yes first); obeyed attacker calls do not.
+            if not self._pending and not self._asked and needs_confirmation(self.env.data.world, self._plan[0].name):
+                self._asked = True
+                return confirmation_request(self._plan[0].name)
+            self._asked = False
             call = (self._pending or self._plan).pop(0)
             return format_tool_call(call.name, call.arguments)
         if not self._replied:
             self._replied = True
             task = self.env.task
             assert task is not None
-            missing = [o for o in task.required_outputs if o not in task.final_reply]
-            return " ".join([task.final_reply or "Done.", *missing])
+            return closing_reply(task)
         return f"Goodbye. {STOP}"
 
 

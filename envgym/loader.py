@@ -6,6 +6,7 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envgym.rewards.answers import check_task_answers
 from envgym.rewards.rubric import replay_solution
 from envgym.world.spec import SpecError, TaskSpec, WorldSpec, load_tasks, load_world
 from envgym.world.state import WorldState, generate_state
@@ -48,6 +49,11 @@ def build_environment(
     world: WorldSpec, tasks: list[TaskSpec], directory: Path | None = None
 ) -> EnvironmentData:
     """Assemble an environment from models (e.g. built in code or by the synthesizer)."""
+    for task in tasks:  # a bad answer fails here, naming the task, rather than at the end of an episode
+        try:
+            check_task_answers(task.id, task.answers)
+        except ValueError as exc:
+            raise SpecError(f"{directory or world.name}: {exc}") from exc
     if world.policy == "" and directory is not None and (directory / "policy.md").exists():
         world = world.model_copy(update={"policy": (directory / "policy.md").read_text()})
     return EnvironmentData(world, tasks, directory, generate_state(world), ToolExecutor(world, directory))

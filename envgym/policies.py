@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from envgym.loader import EnvironmentData, load_environment
 from envgym.protocol import format_tool_call
 from envgym.registry import find_env_dir
+from envgym.scripted import scripted_turns
 from envgym.users import STOP
 
 
@@ -23,29 +24,27 @@ def _turns_taken(info: dict[str, Any]) -> int:
 
 
 class OraclePolicy:
-    """Replays the task's reference solution one call per turn, then says the reference final reply.
+    """Replays the task's reference solution one call per turn, keeping the world's policy rules, then says the
+    reference final reply (`envgym.scripted`): where the rules want it, it asks the user before each write.
 
     It reads the hidden task, so it is for tests and for proving tasks solvable, never for evaluation.
+    `authenticate=False` and `confirm=False` make the skip-authentication and skip-confirmation controls.
     """
 
-    def __init__(self, data: EnvironmentData | None = None):
+    def __init__(self, data: EnvironmentData | None = None, *, authenticate: bool = True, confirm: bool = True):
         self.data = data
+        self.authenticate = authenticate
+        self.confirm = confirm
 
-    def _task(self, info: dict[str, Any]) -> Any:
-        data = self.data or load_environment(str(find_env_dir(info["env_name"])))
-        return data.task(info["task_id"])
+    def _data(self, info: dict[str, Any]) -> EnvironmentData:
+        return self.data or load_environment(str(find_env_dir(info["env_name"])))
 
     def act(self, obs: str, info: dict[str, Any]) -> str:
-        task = self._task(info)
+        data = self._data(info)
+        turns = scripted_turns(data.world, data.task(info["task_id"]), authenticate=self.authenticate,
+                               confirm=self.confirm)
         turn = _turns_taken(info)
-        if turn < len(task.solution):
-            call = task.solution[turn]
-            return format_tool_call(call.name, call.arguments)
-        if turn == len(task.solution):
-            reply = task.final_reply or "Done."
-            missing = [o for o in task.required_outputs if o not in reply]
-            return " ".join([reply, *missing])
-        return f"Goodbye. {STOP}"
+        return turns[turn] if turn < len(turns) else f"Goodbye. {STOP}"
 
 
 class RefusePolicy:
@@ -123,7 +122,10 @@ def make_policy(
     temperature: float = 0.0,
     max_tokens: int = 256,
 ) -> Policy:
-    """Build a policy by name: oracle, random, refuse, local (SmolLM2) or openai (any compatible server)."""
+    """Build a policy by name: oracle, random, refuse, local (SmolLM2), openai (any compatible server) or a
+    negative control of `envgym.controls` (guess-spray, skip-auth, skip-confirm, every-write, do-nothing)."""
+    from envgym.controls import NEGATIVE_CONTROLS, negative_control  # controls build on the policies here
+
     if name == "oracle":
         return OraclePolicy()
     if name == "random":
@@ -138,4 +140,8 @@ def make_policy(
         return ChatModelPolicy(
             load_chat_model(spec, **kwargs), max_tokens=max_tokens, temperature=temperature, seed=seed
         )
-    raise ValueError(f"unknown policy {name!r}; expected oracle, random, refuse, local or openai")
+    if name in NEGATIVE_CONTROLS:
+        return negative_control(name, seed=seed)
+    raise ValueError(
+        f"unknown policy {name!r}; expected oracle, random, refuse, local, openai or one of {sorted(NEGATIVE_CONTROLS)}"
+    )

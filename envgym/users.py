@@ -1,23 +1,21 @@
 """User simulators: the other side of the conversation.
 
 `ScriptedUser` is deterministic and task-driven: it opens with the task's first message, answers questions with
-what the task says the user knows, approves confirmations, says it is done once its goal is met and gives up after
+what the task says the user knows, approves confirmations (a request to act first, so "shall I cancel order X?"
+gets a yes, not the order id), says it is done once its goal is met and gives up after
 a few unhelpful replies. `LLMUser` plays the user with any ChatModel.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from envgym.rewards.rules import is_action_request, is_confirmation_request
 from envgym.world.spec import TaskSpec
 
 STOP = "###STOP###"
-_CONFIRM_RE = re.compile(
-    r"\b(confirm|proceed|go ahead|shall i|should i|do you want|would you like|is that (ok|right|correct))\b"
-)
 
 
 @dataclass
@@ -56,6 +54,9 @@ class ScriptedUser:
         if goal_reached():
             return UserTurn(f"Thank you, that is everything I needed. {STOP}", done=True)
         text = agent_text.lower()
+        # Asked for the go-ahead, the user gives it even if the request names facts it knows ("cancel order X?").
+        if is_action_request(text):
+            return UserTurn("Yes, please go ahead.")
         answers = [
             f"My {key.replace('_', ' ')} is {value}."
             for key, value in self.task.user_known.items()
@@ -64,7 +65,7 @@ class ScriptedUser:
         if answers:
             self.given.update(k for k in self.task.user_known if any(a in text for a in _aliases(k)))
             return UserTurn(" ".join(answers))
-        if _CONFIRM_RE.search(text) or text.rstrip().endswith("(yes/no)"):
+        if is_confirmation_request(text):
             return UserTurn("Yes, please go ahead.")
         self.unhelpful += 1
         if self.unhelpful > self.patience:

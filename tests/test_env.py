@@ -99,7 +99,7 @@ def test_success_ends_with_reward_one(shop_env: ToolWorldEnv) -> None:
     shop_env.step(call("set_qty", item_id="I0001", qty=0))
     _, reward, terminated, _, info = shop_env.step("All done.")
     assert terminated and reward == 1.0
-    assert info["reward_components"] == {"state": 1.0, "assertions": 1.0, "outputs": 1.0}
+    assert info["reward_components"] == {"state": 1.0, "assertions": 1.0, "answers": 1.0, "outputs": 1.0}
 
 
 def test_another_path_to_the_same_state_also_passes(shop_env: ToolWorldEnv) -> None:
@@ -115,6 +115,25 @@ def test_wrong_state_scores_zero_when_agent_stops(shop_env: ToolWorldEnv) -> Non
     shop_env.step(call("set_qty", item_id="I0002", qty=0))
     _, reward, terminated, _, info = shop_env.step("done ###STOP###")
     assert terminated and reward == 0.0 and info["reward_components"]["state"] == 0.0
+
+
+def test_an_action_over_the_length_limit_is_refused_and_the_episode_goes_on(shop_env: ToolWorldEnv) -> None:
+    shop_env.reset(seed=0)
+    limit = shop_env.action_space.max_length
+    oversized = call("set_qty", item_id="I0001", qty=0) + " 0" * limit
+    obs, reward, terminated, truncated, info = shop_env.step(oversized)
+    assert "refused" in obs and f"limit of {limit}" in obs and info["action_error"] == "action_too_long"
+    assert not (terminated or truncated) and reward == 0.0
+    assert shop_env.state is not None and shop_env.state.get("items", "I0001")["qty"] != 0  # not executed
+    assert [m["role"] for m in info["messages"]] == ["system", "user"]  # and not said
+    shop_env.step(call("set_qty", item_id="I0001", qty=0))
+    assert shop_env.step("All done.")[1] == 1.0
+
+
+def test_an_oversized_message_dict_is_refused_too(shop_env: ToolWorldEnv) -> None:
+    shop_env.reset(seed=0)
+    obs, *_ = shop_env.step({"role": "assistant", "content": "x" * (shop_env.action_space.max_length + 1)})
+    assert "refused" in obs
 
 
 def test_step_after_the_end_is_harmless(shop_env: ToolWorldEnv) -> None:

@@ -1,20 +1,24 @@
-"""The verifiable rubric: final-state hash, env assertions and required outputs.
+"""The verifiable rubric: final-state hash, env assertions, exact answers, required outputs and the policy's rules.
 
 A task passes (reward 1.0) only if the final state equals the state its reference solution reaches on a fresh copy
-of the initial world, every assertion holds and every required output was said to the user. Any path to that end
-state passes.
+of the initial world, every assertion holds, its answers were said without guessing (`envgym.rewards.answers`),
+every required output was said to the user, and the trajectory kept each rule the world declares
+(`envgym.rewards.rules`). Any path to that end state that keeps the rules passes.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from envgym.protocol import strip_tool_calls
-from envgym.world.spec import TaskSpec
+from envgym.rewards.answers import answers_pass
+from envgym.rewards.rules import check_rules
+from envgym.world.spec import TaskSpec, WorldSpec
 from envgym.world.state import WorldState
-from envgym.world.tools import ToolExecutor, check_assertion
+from envgym.world.tools import ToolExecutor, ToolResult, check_assertion
 
 _NUMBER_SEP_RE = re.compile(r"(?<=\d)[,_](?=\d{3})")
 _SPACE_RE = re.compile(r"\s+")
@@ -45,15 +49,27 @@ def agent_replies(messages: list[dict[str, Any]]) -> str:
 
 
 def grade(
-    task: TaskSpec, state: WorldState, target_hash: str, messages: list[dict[str, Any]]
+    task: TaskSpec,
+    state: WorldState,
+    target_hash: str,
+    messages: list[dict[str, Any]],
+    *,
+    world: WorldSpec | None = None,
+    results: Sequence[ToolResult] = (),
 ) -> dict[str, float]:
-    """Reward components, each 0.0 or 1.0: `state`, `assertions`, `outputs`."""
+    """Reward components, each 0.0 or 1.0: `state`, `assertions`, `answers`, `outputs`, and one per rule that
+    `world.rules` declares (`rule_authenticate`, `rule_confirm`, `rule_no_extra_writes`), checked on `messages`
+    with `results[i]` the result of the i-th tool message."""
     said = normalize_text(agent_replies(messages))
-    return {
+    components = {
         "state": float(state.hash() == target_hash),
         "assertions": float(all(check_assertion(state, a) for a in task.assertions)),
+        "answers": float(answers_pass(task.answers, messages)),
         "outputs": float(all(normalize_text(o) in said for o in task.required_outputs)),
     }
+    if world is not None:
+        components.update(check_rules(world, task, messages, results, state))
+    return components
 
 
 def total_reward(components: dict[str, float]) -> float:

@@ -87,13 +87,14 @@ def state_distance(state: WorldState, target: WorldState) -> int:
     return len({(change.entity, change.key) for change in state.diff(target)})
 
 
-def _leaves(value: Any) -> Iterator[Any]:
+def leaves(value: Any) -> Iterator[Any]:
+    """The scalars inside nested dicts and lists, depth first."""
     if isinstance(value, dict):
         for v in value.values():
-            yield from _leaves(v)
+            yield from leaves(v)
     elif isinstance(value, list):
         for v in value:
-            yield from _leaves(v)
+            yield from leaves(v)
     else:
         yield value
 
@@ -110,7 +111,7 @@ def result_values(result: str) -> set[str]:
         candidates = _TEXT_VALUE_RE.findall(result)
     else:
         candidates = [
-            str(v) for v in _leaves(parsed) if isinstance(v, str | int | float) and not isinstance(v, bool)
+            str(v) for v in leaves(parsed) if isinstance(v, str | int | float) and not isinstance(v, bool)
         ]
     # Sentence punctuation sticks to words in plain text ("order O1001."); it is not part of the value.
     cleaned = {c.strip().strip(".,;:") for c in candidates}

@@ -177,6 +177,58 @@ class Assertion(_Model):
     description: str = ""
 
 
+AnswerType = Literal["number", "money", "id", "enum", "date", "time", "text"]
+
+
+class Answer(_Model):
+    """An exact value the task asks for, checked in the agent's replies to the user (see envgym.rewards.answers).
+
+    `type` says how it is matched: numbers and money by value ("412.5" == "$412.50", "1,280" == "1280"), ids and
+    enums without regard to case, dates and times by the day and clock time they name, text as a phrase. `choices`
+    are the answer's plausible values (for an enum, its values): naming any choice other than an expected one fails.
+    """
+
+    value: str
+    type: AnswerType = "text"
+    choices: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _enum_has_choices(self) -> Answer:
+        if self.type == "enum" and not self.choices:
+            raise ValueError(f"enum answer {self.value!r} needs its choices (the enum's values)")
+        return self
+
+
+class PolicyRules(_Model):
+    """The policy's rules that the rubric checks on the trajectory (see envgym.rewards.rules).
+
+    Every rule is off unless declared; `rules:` in world.yaml turns them on for every task of the world.
+    """
+
+    authenticate_with: list[str] = Field(
+        default_factory=list, description="Tools whose successful call authenticates the user."
+    )
+    requires_auth: list[str] | None = Field(
+        None,
+        description="Tools that access account data and may be called only after authentication; "
+        "unset: every tool except the authenticate_with ones (when any are declared).",
+    )
+    identity: str | None = Field(
+        None, description="Entity whose record key a successful authenticate_with call returns (e.g. users)."
+    )
+    owner_fields: dict[str, str] = Field(
+        default_factory=dict,
+        description="Entity -> field holding the key of the identity record that owns it (e.g. orders: user_id); "
+        "with `identity`, requires_auth calls may name only the authenticated record and records it owns.",
+    )
+    confirm_writes: bool = Field(
+        False, description="Each write must follow the user's explicit yes to the agent's request to confirm it."
+    )
+    no_unrequested_writes: bool = Field(
+        False, description="No write call outside the reference solution's writes (same tool, same target)."
+    )
+
+
 class TaskSpec(_Model):
     """A task: what the user wants and knows, and how success is graded (hidden from the agent)."""
 
@@ -191,8 +243,13 @@ class TaskSpec(_Model):
     )
     final_reply: str = Field("", description="What the reference agent says at the end.")
     assertions: list[Assertion] = Field(default_factory=list)
+    answers: list[Answer] = Field(
+        default_factory=list, description="Exact values the agent must tell the user, and nothing to guess with."
+    )
     required_outputs: list[str] = Field(
-        default_factory=list, description="Strings the agent must say to the user."
+        default_factory=list,
+        description="Phrases the agent must say to the user (substring match; prefer `answers`, which cannot be "
+        "passed by listing every candidate).",
     )
     rubric: list[str] = Field(default_factory=list, description="Natural-language criteria for an LLM judge.")
     max_steps: int | None = None
@@ -229,6 +286,7 @@ class WorldSpec(_Model):
     )
     hooks: Hooks = Field(default_factory=Hooks)
     guard: dict[str, Any] = Field(default_factory=dict, description="Guard settings (see envgym.guard).")
+    rules: PolicyRules | None = Field(None, description="Policy rules the rubric checks on the trajectory.")
     meta: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("tools")
@@ -248,6 +306,18 @@ class WorldSpec(_Model):
                 raise ValueError(
                     f"tools[{i}] ({tool.name}): effect entity {tool.effect.entity!r} is not one of {sorted(self.entities)}"
                 )
+        if self.rules is not None:
+            known = {t.name for t in self.tools}
+            for where in ("authenticate_with", "requires_auth"):
+                for name in getattr(self.rules, where) or []:
+                    if name not in known:
+                        raise ValueError(f"rules.{where}: {name!r} is not a tool of this world")
+            for named in [self.rules.identity, *self.rules.owner_fields]:
+                if named is not None and named not in self.entities:
+                    raise ValueError(f"rules: {named!r} is not an entity of this world")
+            for owned, owner in self.rules.owner_fields.items():
+                if owner not in self.entities[owned].fields:
+                    raise ValueError(f"rules.owner_fields.{owned}: {owner!r} is not a field of {owned}")
         for name, entity in self.entities.items():
             for fname, f in entity.fields.items():
                 if f.ref and f.ref not in self.entities:

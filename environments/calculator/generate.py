@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from envgym.loader import EnvironmentData
-from envgym.world.spec import TaskSpec, ToolCall
+from envgym.world.spec import Answer, TaskSpec, ToolCall
 
 SEED = 4
 COUNT = 200
@@ -22,7 +22,7 @@ def generate_tasks(data: EnvironmentData) -> list[TaskSpec]:
             opening=f"What is {a} * {b}? Please give me the exact number.",
             solution=[ToolCall(name="calculate", arguments={"expression": f"{a} * {b}"})],
             final_reply=f"{a} * {b} = {a * b}",
-            required_outputs=[str(a * b)],
+            answers=[Answer(value=str(a * b), type="number")],
             rubric=["The final answer is the exact product."],
             max_steps=4,
             tags=["arithmetic"],

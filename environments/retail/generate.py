@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from envgym.loader import EnvironmentData
-from envgym.world.spec import Assertion, TaskSpec, ToolCall
+from envgym.world.spec import Answer, Assertion, TaskSpec, ToolCall
 
 SEED = 2024
 NEW_ADDRESSES = ["12 Harbor View Road", "908 Larkspur Lane", "77 Quarry Street Apt 4", "5 Old Mill Court",
@@ -22,6 +22,7 @@ def generate_tasks(data: EnvironmentData) -> list[TaskSpec]:
     orders = sorted(data.initial.tables["orders"].values(), key=lambda o: o["order_id"])
     products = sorted(data.initial.tables["products"].values(), key=lambda p: p["product_id"])
     by_status = {s: [o for o in orders if o["status"] == s] for s in ("pending", "processing", "delivered")}
+    statuses = [str(c) for c in data.world.entities["orders"].fields["status"].choices or []]
     tasks: list[TaskSpec] = []
 
     def auth(user_id: str) -> ToolCall:
@@ -81,7 +82,8 @@ def generate_tasks(data: EnvironmentData) -> list[TaskSpec]:
             user_known={"email": u["email"], "order_id": o["order_id"]},
             solution=[auth(u["user_id"]), _call("get_order_details", order_id=o["order_id"])],
             final_reply=f"Order {o['order_id']} is {o['status']}; its total was {o['total']}.",
-            required_outputs=[o["status"], str(o["total"])],
+            answers=[Answer(value=o["status"], type="enum", choices=statuses),
+                     Answer(value=str(o["total"]), type="money")],
             rubric=["The agent reported the exact status and total from the order record."],
             tags=["read"],
         ))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from envgym.loader import EnvironmentData
-from envgym.world.spec import Assertion, TaskSpec, ToolCall
+from envgym.world.spec import Answer, Assertion, TaskSpec, ToolCall
 
 SEED = 77
 
@@ -21,6 +21,9 @@ def generate_tasks(data: EnvironmentData) -> list[TaskSpec]:
     reservations = sorted(data.initial.tables["reservations"].values(), key=lambda r: r["reservation_id"])
     confirmed = [r for r in reservations if r["status"] == "confirmed"]
     tasks: list[TaskSpec] = []
+
+    def choices(field: str) -> list[str]:
+        return list(dict.fromkeys(str(c) for c in data.world.entities["flights"].fields[field].choices or []))
 
     def auth(uid: str) -> ToolCall:
         return _call("find_user_id_by_email", email=users[uid]["email"])
@@ -106,7 +109,9 @@ def generate_tasks(data: EnvironmentData) -> list[TaskSpec]:
             solution=[auth(u["user_id"]), _call("get_reservation_details", reservation_id=rid),
                       _call("get_flight_details", flight_number=f["flight_number"])],
             final_reply=f"Reservation {rid} is on {f['flight_number']}, departing {f['departure']}; it is {f['status']}.",
-            required_outputs=[f["flight_number"], f["departure"], f["status"]],
+            answers=[Answer(value=f["flight_number"], type="id"),
+                     Answer(value=f["departure"], type="time", choices=choices("departure")),
+                     Answer(value=f["status"], type="enum", choices=choices("status"))],
             tags=["read"],
         ))
     return tasks
