@@ -3,7 +3,7 @@
 Domains are data models grown from the taxonomy by structural operators (synth.stages.domains); tools are derived
 from them by operators and evolved by mutations (synth.operators, synth.mutations), then executed and checked;
 tasks are typed programs (synth.program, synth.segments) solved on the world and kept only when the oracle and a
-fair planner pass and every negative control fails (synth.stages.verify, synth.planner, synth.rules). Stage
+fair planner pass and every negative control fails (synth.stages.verify, synth.planner, envgym.controls). Stage
 outputs are content-addressed, resumable JSONL under `<out>/_synth/` (synth.store, synth.seeds); `synth.pipeline`
 orchestrates and `synth.materialize` writes the environment folders.
 """

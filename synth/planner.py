@@ -1,13 +1,9 @@
-"""The fair planner and the negative controls: policies that play synthesized tasks through the env.
+"""The fair planner: the policy whose trajectories become demonstrations.
 
 `FairPlanner` acts like an agent that understood the request: it runs the task's program, asking the user for
 each fact it needs, taking every other value from tool results it has seen, confirming before each write and
 retrying transient errors. It never reads the reference solution or the user's facts, so every value in its tool
 calls appeared earlier in the conversation (`synth.rollouts.unseen_values` checks that).
-
-The controls must score 0 on every kept task: `ProtocolOracle` variants that skip authentication, skip the
-confirmation, or call every write tool; a guess-sprayer that lists every plausible value and calls no tool; and
-envgym's random and do-nothing policies.
 """
 
 from __future__ import annotations
@@ -16,13 +12,12 @@ import json
 from typing import Any
 
 from envgym.protocol import format_tool_call
+from envgym.rewards.rules import is_affirmative
+from envgym.scripted import confirmation_request
 from envgym.users import STOP
-from envgym.world.spec import TaskSpec, ToolCall
-from envgym.world.state import WorldState
 from synth.lexicon import words
 from synth.program import Ask, CallRequest, Program, ProgramError, Reply, run
-from synth.rules import _YES
-from synth.stages.tasks import CONFIRM, question
+from synth.stages.tasks import question
 
 TRANSIENT = "temporarily unavailable"
 
@@ -62,7 +57,7 @@ class FairPlanner:
         if isinstance(req, CallRequest):
             if req.write:
                 self.waiting = "confirm"
-                return CONFIRM
+                return confirmation_request(req.tool)
             return self._call(req)
         self.waiting = "reply"
         return req.text
@@ -82,7 +77,7 @@ class FairPlanner:
             return self._advance(value) if value is not None else question(self.request.key)
         if self.waiting == "confirm":
             assert isinstance(self.request, CallRequest)
-            return self._call(self.request) if _YES.search(content) else f"Understood, I will not change it. {STOP}"
+            return self._call(self.request) if is_affirmative(content) else f"Understood, I will not change it. {STOP}"
         if self.waiting == "result":
             assert isinstance(self.request, CallRequest)
             try:
@@ -97,39 +92,3 @@ class FairPlanner:
                 return f"The system refused that: {result['error']} {STOP}"
             return self._advance(result)
         return f"Goodbye. {STOP}"
-
-
-class ProtocolOracle:
-    """Replays the reference solution with the dialogue protocol (confirm before writes). Variants drop the
-    authentication calls, drop the confirmations, or first make extra writes: the rule-breaking controls."""
-
-    def __init__(self, task: TaskSpec, writes: set[str], *, confirm: bool = True, skip: set[str] | None = None,
-                 extra: list[ToolCall] | None = None):
-        calls = [*(extra or []), *[c for c in task.solution if c.name not in (skip or set())]]
-        self.actions: list[str] = []
-        for call in calls:
-            if call.name in writes and confirm:
-                self.actions.append(CONFIRM)
-            self.actions.append(format_tool_call(call.name, call.arguments))
-        self.actions += [task.final_reply or "Done.", f"Goodbye. {STOP}"]
-
-    def act(self, obs: str, info: dict[str, Any]) -> str:
-        turn = sum(1 for m in info["messages"] if m["role"] == "assistant")
-        return self.actions[min(turn, len(self.actions) - 1)]
-
-
-class GuessSprayer:
-    """Calls no tool and lists every plausible value of the world in one reply (then ends)."""
-
-    def __init__(self, state: WorldState):
-        values: set[str] = {str(n) for n in range(1001)}
-        for table in state.tables.values():
-            for record in table.values():
-                for v in record.values():
-                    if isinstance(v, str | int | float) and not isinstance(v, bool):
-                        values.add(f"{v:g}" if isinstance(v, float) else str(v))
-        self.text = "It is one of: " + ", ".join(sorted(values))
-
-    def act(self, obs: str, info: dict[str, Any]) -> str:
-        turn = sum(1 for m in info["messages"] if m["role"] == "assistant")
-        return self.text if turn == 0 else f"Goodbye. {STOP}"

@@ -3,8 +3,8 @@
 The default policy is the fair planner (synth.planner): it asks the user, authenticates, confirms before writes
 and retries transient errors, using only what the conversation holds. Rollouts use the env's user simulator and
 controlled tool failures (`failure_rate`, seeded per episode). Each trajectory is one JSONL line keyed by (env,
-task, k), so an interrupted run resumes without duplicates; its components include the rule components of
-synth.rules. Export keeps trajectories whose every component is 1.0, proves with `unseen_values` that no tool
+task, k), so an interrupted run resumes without duplicates; its components are the env's rubric (state, exact
+answers, policy rules). Export keeps trajectories whose every component is 1.0, proves with `unseen_values` that no tool
 call carries a value not seen earlier in the conversation, and writes OpenAI-format
 `{"messages": [...], "tools": "<json>"}` lines that `datasets.load_dataset("json")` and TRL's SFTTrainer read
 (tools as a JSON string, which TRL decodes, so rows with different tool schemas share one Arrow type).
@@ -26,9 +26,7 @@ from envgym.runner import run_episode
 from envgym.world.spec import TaskSpec
 from synth.planner import FairPlanner
 from synth.program import Program
-from synth.rules import rule_components
 from synth.seeds import canonical_json, item_seed
-from synth.stages.verify import world_rules
 from synth.store import read_jsonl, with_id
 
 
@@ -67,10 +65,6 @@ def rollout(root: str | Path, out: str | Path, *, policy: str = "fair", n: int =
             agent = _policy(policy, data, task, episode_seed, **policy_kwargs)
             traj = run_episode(env, agent, seed=episode_seed, options={"task_id": task_id})
             components = dict(traj.reward_components)
-            if "synth" in data.world.meta:
-                components |= rule_components(traj.messages, world_rules(data),
-                                              [(c.name, c.arguments) for c in task.solution],
-                                              task.meta.get("answers", []))
             record = with_id({"env": data.name, "task_id": task_id, "k": k, "seed": episode_seed, "policy": policy,
                               "failure_rate": failure_rate, "reward": traj.reward,
                               "components": components, "messages": traj.messages,

@@ -12,14 +12,14 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from envgym.world.spec import ToolSpec
+from envgym.world.spec import AnswerType, ToolSpec
 from envgym.world.state import Record, WorldState
 from synth.lexicon import a, words
 from synth.model import DomainModel, EntityModel, FieldModel
 from synth.phrasing import phrase
 from synth.program import AskStep, BranchStep, CallStep, EachStep, Expr, PickStep, Step, bind
 
-ANSWER_TYPES = {"money": "money", "quantity": "number", "duration": "number", "date": "date", "time": "time",
+ANSWER_TYPES: dict[str, AnswerType] = {"money": "money", "quantity": "number", "duration": "number", "date": "date", "time": "time",
                 "enum": "enum", "state": "enum", "id": "id", "ref": "id"}
 DISTINCT = ("money", "quantity", "duration", "date", "time", "enum", "text")
 
@@ -29,9 +29,9 @@ class Unfit(Exception):
 
 
 @dataclass
-class Answer:
+class AnswerPlan:
     expr: Expr
-    type: str
+    type: AnswerType
     choices: list[str]
     label: str
 
@@ -46,7 +46,7 @@ class Builder:
     steps: list[Step] = field(default_factory=list)
     known: dict[str, str] = field(default_factory=dict)
     clauses: list[str] = field(default_factory=list)
-    answers: list[Answer] = field(default_factory=list)
+    answers: list[AnswerPlan] = field(default_factory=list)
     ops: dict[str, str] = field(default_factory=dict)
     said: list[str] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
@@ -84,9 +84,9 @@ class Builder:
         return [r for _, r in sorted(self.state.tables[e.plural].items()) if r.get(owner) == self.me[self.acct.key]]
 
 
-def answer_of(b: Builder, expr: Expr, f: FieldModel | None, label: str, kind: str | None = None) -> Answer:
+def answer_of(b: Builder, expr: Expr, f: FieldModel | None, label: str, kind: str | None = None) -> AnswerPlan:
     kind = kind or (f.kind if f else "id")
-    return Answer(expr, ANSWER_TYPES.get(kind, "text"), list(f.choices) if f and f.kind in ("enum", "state") else [],
+    return AnswerPlan(expr, ANSWER_TYPES.get(kind, "text"), list(f.choices) if f and f.kind in ("enum", "state") else [],
                   label)
 
 
@@ -334,7 +334,7 @@ def seg_iterate(b: Builder) -> None:
     if bulk and b.rng.random() < 0.5:
         b.ops[bulk[0].name] = "bulk_transition"
         done = b.call(bulk[0], {b.acct.key: me_expr(b), "status": Expr(src="lit", value=status)}, write=True)
-        b.answers.append(Answer(Expr(src="var", key=done, path=["updated"], reduce="count"), "number", [],
+        b.answers.append(AnswerPlan(Expr(src="var", key=done, path=["updated"], reduce="count"), "number", [],
                                 "how many were changed"))
         return
     spec = b.tool("transition", e.name, lambda s: s.effect and s.effect.set.get("status") == t.target)
@@ -345,7 +345,7 @@ def seg_iterate(b: Builder) -> None:
     b.ops[spec.name] = "transition"
     body: list[Step] = [CallStep(tool=spec.name, args=bind(spec, avail), write=True)]
     b.steps.append(EachStep(source=Expr(src="var", key=listed), var="item", body=body))
-    b.answers.append(Answer(Expr(src="var", key=listed, reduce="count"), "number", [], "how many were changed"))
+    b.answers.append(AnswerPlan(Expr(src="var", key=listed, reduce="count"), "number", [], "how many were changed"))
 
 
 def seg_create(b: Builder) -> None:
@@ -379,7 +379,7 @@ def seg_create(b: Builder) -> None:
         b.ops[spec.name] = "create"
         b.clauses.append(phrase(b.rng, "create", a_label=a(e.label), label=e.label, other=cat.label,
                                 name=item["name"], details=f" with {', '.join(details)}" if details else ""))
-        b.answers.append(Answer(Expr(src="var", key=made, path=[e.key]), "id", [], f"the new {e.label} id"))
+        b.answers.append(AnswerPlan(Expr(src="var", key=made, path=[e.key]), "id", [], f"the new {e.label} id"))
         return
     raise Unfit("no create tool on a catalog")
 

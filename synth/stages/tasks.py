@@ -12,21 +12,21 @@ import random
 from typing import Any
 
 from envgym.llm import ChatModel
+from envgym.rewards.answers import answers_pass
+from envgym.scripted import confirmation_request
 from envgym.users import _aliases
-from envgym.world.spec import TaskSpec, ToolCall, ToolSpec
+from envgym.world.spec import Answer, TaskSpec, ToolCall, ToolSpec
 from envgym.world.state import WorldState
 from envgym.world.tools import ToolExecutor
 from synth.lexicon import words
 from synth.model import DomainModel
 from synth.phrasing import mask, phrase
 from synth.program import AnswerStep, Ask, CallRequest, Program, ProgramError, Reply, run, shape
-from synth.rules import answers_given
 from synth.seeds import content_id
 from synth.segments import SEGMENTS, Builder, Unfit, authenticate
 
 GREETINGS = ["Hi", "Hello", "Hey there", "Good morning", "Hi, hoping you can help", "Hello, quick one"]
 ASK = "Could you tell me your {}?"
-CONFIRM = "I am ready to go ahead with that change. Shall I proceed? (yes/no)"
 
 
 def solve(program: Program, executor: ToolExecutor, state: WorldState, known: dict[str, str]) -> tuple[
@@ -80,13 +80,12 @@ def question(key: str) -> str:
 
 
 def _clear_questions(known: dict[str, str]) -> bool:
-    """Each question names exactly one fact, and the confirmation names none (the scripted user answers every fact
-    whose name it hears)."""
+    """Each question names exactly one fact (the scripted user answers every fact whose name it hears)."""
     for key in known:
         heard = [k for k in known if any(al in question(key).lower() for al in _aliases(k))]
         if heard != [key]:
             return False
-    return not any(al in CONFIRM.lower() for k in known for al in _aliases(k))
+    return True
 
 
 def _format(value: Any) -> str:
@@ -116,11 +115,11 @@ def sample_task(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, 
     calls, reply = solve(program, executor, initial.copy(), b.known)
     writes = [c for c in calls if not executor.tools[c.name].read_only]
     values = [_format(v) for v in reply.values]
-    answers = [{"value": v, "type": a.type, "choices": a.choices} for v, a in zip(values, b.answers, strict=True)]
+    answers = [Answer(value=v, type=a.type, choices=a.choices) for v, a in zip(values, b.answers, strict=True)]
     # The planner's own questions must not name a candidate of an answer's type (a question about a "full name"
     # would name the enum value "full"): such a task could not tell a fair agent from a guesser.
-    planned = [question(k) for k in b.known] + ([CONFIRM] if writes else []) + [reply.text]
-    if not answers_given([{"role": "assistant", "content": t} for t in planned], answers):
+    planned = [question(k) for k in b.known] + [confirmation_request(c.name) for c in writes] + [reply.text]
+    if answers and not answers_pass(answers, [{"role": "assistant", "content": t} for t in planned]):
         raise Unfit("a question names a candidate answer")
     topic = " and ".join(b.said) or f"my {words(acct.name)} account"
     opening = f"{rng.choice(GREETINGS)}, I need some help with {topic}."
@@ -134,14 +133,14 @@ def sample_task(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, 
     if writes:
         rubric.append("The agent got an explicit yes before each change, and made no change that was not asked for.")
     if answers:
-        stated = ", ".join(str(a["value"]) for a in answers)
+        stated = ", ".join(a.value for a in answers)
         rubric.append(f"The agent stated exactly {stated} and no other candidate values.")
     return TaskSpec(
         id=f"{'_'.join(kinds)}_{content_id(body, 12)}", instruction=instruction, opening=opening,
-        user_known=b.known, solution=calls, final_reply=reply.text, required_outputs=values, rubric=rubric,
+        user_known=b.known, solution=calls, final_reply=reply.text, answers=answers, rubric=rubric,
         max_steps=4 * len(calls) + 2 * len(b.known) + 8, tags=[*kinds, "write" if writes else "read"],
         meta={"kind": "+".join(kinds), "shape": program_shape, "program": program.model_dump(mode="json", exclude_defaults=True),
-              "answers": answers, "tools": tool_ops, "constraints": [], "paraphrased": False,
+              "tools": tool_ops, "constraints": [], "paraphrased": False,
               "literals": _literals(program)})
 
 

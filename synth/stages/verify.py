@@ -1,66 +1,31 @@
-"""Stage 5, verification: a task is kept only if its reference solution replays, the protocol oracle and the fair
-planner score 1.0, and every negative control scores 0.
+"""Stage 5, verification: a task is kept only if its reference solution replays, the oracle and the fair planner
+score 1.0, and every negative control of `envgym.controls` scores 0.
 
-Controls: do-nothing, random calls, guess-sprayer, skip-authentication, skip-confirmation (only where the task
-writes: on a read-only task it is the oracle itself) and call-every-write. Each runs as a real episode of the env
-with the scripted user; the score is the env's reward times the rule components of `synth.rules`.
+Controls: do-nothing, random calls, guess-spray, skip-auth, skip-confirm (only where the task writes: on a
+read-only task it is the oracle itself) and every-write. Each runs as a real episode of the env with the scripted
+user; the env's reward holds the rubric: state, exact answers without guessing, and the world's policy rules.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from envgym.controls import NEGATIVE_CONTROLS
 from envgym.env import ToolWorldEnv
 from envgym.loader import EnvironmentData
-from envgym.policies import Policy, RandomPolicy, RefusePolicy
+from envgym.policies import OraclePolicy, Policy
 from envgym.runner import run_episode
-from envgym.world.spec import TaskSpec, ToolCall
-from synth.planner import FairPlanner, GuessSprayer, ProtocolOracle
+from synth.planner import FairPlanner
 from synth.program import Program
-from synth.rules import Rules, rule_components
-from synth.stages.toolcheck import witness_arguments
 
 RANDOM_TURNS = 12
-CONTROLS = ("do_nothing", "random", "guess_sprayer", "skip_auth", "skip_confirm", "all_writes")
-
-
-def world_rules(data: EnvironmentData) -> Rules:
-    synth = data.world.meta["synth"]["rules"]
-    return Rules(tuple(synth["authenticate_with"]), tuple(synth["requires_auth"]),
-                 tuple(t.name for t in data.world.tools if not t.read_only))
-
-
-def score(env: ToolWorldEnv, policy: Policy, task: TaskSpec, rules: Rules, seed: int = 0) -> tuple[float, Any]:
-    """The episode's reward times the rule components, and the trajectory."""
-    traj = run_episode(env, policy, seed=seed, options={"task_id": task.id})
-    solution = [(c.name, c.arguments) for c in task.solution]
-    rules_part = rule_components(traj.messages, rules, solution, task.meta.get("answers", []))
-    total = traj.reward
-    for value in rules_part.values():
-        total *= value
-    return total, traj
-
-
-def every_write(data: EnvironmentData) -> list[ToolCall]:
-    """One valid call of each write tool on the initial world (what the call-every-write control makes)."""
-    calls = []
-    for tool in data.world.tools:
-        if not tool.read_only:
-            found = witness_arguments(data.world, data.initial, tool)
-            if found is not None:
-                calls.append(ToolCall(name=tool.name, arguments=found[0]))
-    return calls
+CONTROLS = tuple(NEGATIVE_CONTROLS)
 
 
 def verify_tasks(data: EnvironmentData, seed: int = 0) -> dict[str, dict[str, float]]:
-    """task id -> score of the oracle, the fair planner and every control (absent where not applicable)."""
+    """task id -> reward of the oracle, the fair planner and every control (absent where not applicable)."""
     env = ToolWorldEnv(data=data, guard=False, tool_rewards=False)
     # Random calls for a bounded number of turns: past that they only cost time.
     short = ToolWorldEnv(data=data, guard=False, tool_rewards=False, max_steps=RANDOM_TURNS)
-    rules = world_rules(data)
-    writes = set(rules.writes)
-    extra = every_write(data)
-    sprayer = GuessSprayer(data.initial)
+    writes = {t.name for t in data.world.tools if not t.read_only}
     out: dict[str, dict[str, float]] = {}
     for task in data.tasks:
         try:
@@ -68,20 +33,16 @@ def verify_tasks(data: EnvironmentData, seed: int = 0) -> dict[str, dict[str, fl
         except ValueError:
             out[task.id] = {"replay": 0.0}
             continue
-        has_writes = any(c.name in writes for c in task.solution)
-        policies: dict[str, Policy] = {
-            "oracle": ProtocolOracle(task, writes),
-            "fair": FairPlanner(Program.model_validate(task.meta["program"])),
-            "do_nothing": RefusePolicy(),
-            "random": RandomPolicy(seed),
-            "guess_sprayer": sprayer,
-            "skip_auth": ProtocolOracle(task, writes, skip=set(rules.authenticate_with)),
-            "all_writes": ProtocolOracle(task, writes, extra=[c for c in extra if c not in task.solution]),
-        }
-        if has_writes:
-            policies["skip_confirm"] = ProtocolOracle(task, writes, confirm=False)
-        out[task.id] = {"replay": 1.0, **{name: score(short if name == "random" else env, p, task, rules, seed)[0]
-                                           for name, p in policies.items()}}
+        policies: dict[str, Policy] = {"oracle": OraclePolicy(data),
+                                       "fair": FairPlanner(Program.model_validate(task.meta["program"]))}
+        for name, make in NEGATIVE_CONTROLS.items():
+            if name != "skip-confirm" or any(c.name in writes for c in task.solution):
+                policies[name] = make(data, seed)
+        scores = {"replay": 1.0}
+        for name, policy in policies.items():
+            episode_env = short if name == "random" else env
+            scores[name] = run_episode(episode_env, policy, seed=seed, options={"task_id": task.id}).reward
+        out[task.id] = scores
     env.close()
     short.close()
     return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from envgym.world.spec import EntitySpec, FieldSpec, ToolSpec, WorldSpec
+from envgym.world.spec import EntitySpec, FieldSpec, PolicyRules, ToolSpec, WorldSpec
 from synth.lexicon import CITIES, STREETS, WORDS, a, plural, words
 from synth.model import DomainModel, EntityModel, FieldModel, ToolRecord
 
@@ -108,9 +108,9 @@ def domain_world(domain: DomainModel, tools: list[ToolRecord], max_steps: int) -
     return WorldSpec(
         name=domain.name, description=f"[{domain.category}] {domain.description}", seed=domain.seed,
         entities=domain_entities(domain), tools=specs, policy=policy_text(domain, specs, rules),
-        system_prompt=system, max_steps=max_steps,
+        system_prompt=system, max_steps=max_steps, rules=PolicyRules.model_validate(rules),
         meta={"synth": {"category": domain.category, "domain": domain.name, "parent": domain.parent,
-                        "root": domain.root, "operators": domain.operators, "rules": rules, "order": domain.order,
+                        "root": domain.root, "operators": domain.operators, "order": domain.order,
                         "tools": {t.spec["name"]: {"operator": t.operator, "mutations": t.mutations,
                                                    "entity": t.entity} for t in tools},
                         "model": domain.model_dump(mode="json", exclude_defaults=True)}})

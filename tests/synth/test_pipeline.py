@@ -44,7 +44,7 @@ def test_every_kept_task_passes_oracle_fair_planner_and_fails_every_control(smal
             assert scores["oracle"] == 1.0 and scores["fair"] == 1.0, (task_id, scores)
             assert all(scores[c] == 0.0 for c in CONTROLS if c in scores), (task_id, scores)
             writes = any(not data.executor.tools[c.name].read_only for c in data.task(task_id).solution)
-            assert ("skip_confirm" in scores) == writes
+            assert ("skip-confirm" in scores) == writes
 
 
 def test_domains_span_categories_and_worlds_have_two_to_six_entities(small_suite: Path) -> None:
@@ -55,8 +55,7 @@ def test_domains_span_categories_and_worlds_have_two_to_six_entities(small_suite
         assert 2 <= len(world.entities) <= 6
         assert sum(not t.read_only for t in world.tools) >= 2
         assert all(t.parameters["additionalProperties"] is False for t in world.tools)
-        rules = world.meta["synth"]["rules"]
-        assert rules["authenticate_with"] and set(rules["requires_auth"]) <= {t.name for t in world.tools}
+        assert world.rules is not None and world.rules.authenticate_with
 
 
 def test_stage_files_are_content_addressed(small_suite: Path) -> None:

@@ -20,7 +20,6 @@ from synth.difficulty import append_constraint, curriculum
 from synth.lexicon import a, past, plural
 from synth.phrasing import mask
 from synth.rollouts import export_sft, rollout, unseen_values
-from synth.rules import Rules, rule_components
 from synth.stages.domains import OPERATORS, select_domains
 from synth.stages.toolcheck import validate_tools
 from synth.stages.tools import stage_tools, tool_world
@@ -104,50 +103,17 @@ def test_validation_flags_a_state_machine_guard_that_never_fires() -> None:
     assert checks[guarded.name]["valid_call_succeeds"]
 
 
-def _call(i: int, name: str, args: dict[str, object], result: str) -> list[dict[str, object]]:
-    return [{"role": "assistant", "content": "", "tool_calls": [
-        {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]},
-        {"role": "tool", "tool_call_id": f"c{i}", "name": name, "content": result}]
-
-
-RULES = Rules(("verify",), ("list_orders", "cancel_order"), ("cancel_order",))
-
-
-def test_rules_catch_skipped_authentication_confirmation_and_extra_writes() -> None:
-    good = [{"role": "user", "content": "Hi"}, *_call(1, "verify", {"email": "a@b.c"}, '"CU0001"'),
-            {"role": "assistant", "content": "Shall I proceed? (yes/no)"}, {"role": "user", "content": "Yes."},
-            *_call(2, "cancel_order", {"order_id": "OR0001"}, '{"ok": 1}'),
-            {"role": "assistant", "content": "Cancelled: OR0001"}]
-    solution = [("verify", {"email": "a@b.c"}), ("cancel_order", {"order_id": "OR0001"})]
-    answers = [{"value": "OR0001", "type": "id", "choices": []}]
-    assert set(rule_components(good, RULES, solution, answers).values()) == {1.0}
-    no_auth = [m for m in good if m.get("tool_call_id") != "c1" and "c1" not in json.dumps(m.get("tool_calls"))]
-    assert rule_components(no_auth, RULES, solution, answers)["rule_authenticate"] == 0.0
-    no_yes = [m for m in good if m.get("content") != "Yes."]
-    assert rule_components(no_yes, RULES, solution, answers)["rule_confirm"] == 0.0
-    extra = [*good[:-1], {"role": "user", "content": "yes"},
-             *_call(3, "cancel_order", {"order_id": "OR0002"}, '{"ok": 1}'), good[-1]]
-    assert rule_components(extra, RULES, solution, answers)["rule_no_extra_writes"] == 0.0
-
-
-def test_a_transient_failure_retried_needs_no_second_confirmation() -> None:
-    msgs = [*_call(1, "verify", {}, '"CU0001"'), {"role": "user", "content": "Yes, go ahead."},
-            *_call(2, "cancel_order", {"order_id": "OR0001"}, '{"error": "service temporarily unavailable"}'),
-            *_call(3, "cancel_order", {"order_id": "OR0001"}, '{"ok": 1}')]
-    solution = [("verify", {}), ("cancel_order", {"order_id": "OR0001"})]
-    assert rule_components(msgs, RULES, solution, [])["rule_confirm"] == 1.0
-
-
-def test_answers_must_be_exact_and_not_sprayed() -> None:
-    def said(text: str) -> list[dict[str, str]]:
-        return [{"role": "assistant", "content": text}]
-    money = [{"value": "12.5", "type": "money", "choices": []}]
-    status = [{"value": "pending", "type": "enum", "choices": ["pending", "shipped", "cancelled"]}]
-    assert rule_components(said("The total is 12.50"), RULES, [], money)["answers"] == 1.0
-    assert rule_components(said("It is 12.5 or 13"), RULES, [], money)["answers"] == 0.0
-    assert rule_components(said("It is 13"), RULES, [], money)["answers"] == 0.0
-    assert rule_components(said("status: pending"), RULES, [], status)["answers"] == 1.0
-    assert rule_components(said("pending, shipped or cancelled"), RULES, [], status)["answers"] == 0.0
+def test_worlds_declare_policy_rules_and_tasks_typed_answers(small_suite: Path) -> None:
+    for folder in env_dirs(small_suite):
+        data = load_environment(str(folder.resolve()))
+        rules = data.world.rules
+        assert rules is not None and rules.confirm_writes and rules.no_unrequested_writes
+        assert rules.authenticate_with and rules.requires_auth
+        assert all(t.solution[0].name in rules.authenticate_with for t in data.tasks)
+        answered = [t for t in data.tasks if t.answers]
+        assert answered and all(a.type in ("number", "money", "id", "enum", "date", "time", "text")
+                                for t in answered for a in t.answers)
+        assert all(a.choices for t in answered for a in t.answers if a.type == "enum")
 
 
 def test_fair_rollouts_with_failures_export_sft_without_unseen_values(small_suite: Path, tmp_path: Path) -> None:
