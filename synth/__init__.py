@@ -1,8 +1,11 @@
-"""The envgym synthesizer (K2-style): taxonomy -> domains -> tools -> agents -> verified tasks -> environments.
+"""The envgym synthesizer (K2-style, v2): world grammar -> evolved tools -> task programs -> verified tasks -> envs.
 
-Each stage is a module and a pure function of its inputs and the seed tree (`synth.seeds`); stage outputs are
-content-addressed JSONL under `<out>/_synth/` and resumable (`synth.store`). `envgym synth run` drives them
-(`synth.pipeline`); `harvest-mcp`, `rollouts`, `export`, `difficulty` and `stats` are the other entry points.
+Domains are data models grown from the taxonomy by structural operators (synth.stages.domains); tools are derived
+from them by operators and evolved by mutations (synth.operators, synth.mutations), then executed and checked;
+tasks are typed programs (synth.program, synth.segments) solved on the world and kept only when the oracle and a
+fair planner pass and every negative control fails (synth.stages.verify, synth.planner, envgym.play.controls). Stage
+outputs are content-addressed, resumable JSONL under `<out>/_synth/` (synth.store, synth.seeds); `synth.pipeline`
+orchestrates and `synth.materialize` writes the environment folders.
 """
 
 from synth.pipeline import SynthConfig, run_pipeline

@@ -1,42 +1,96 @@
-"""`envgym synth stats`: counts and diversity of a folder of synthesized environments."""
+"""`envgym synth stats`: counts, diversity and verification outcomes of a folder of synthesized environments.
+
+Reads world.yaml and tasks.jsonl only (no world is generated), so it is quick on thousands of environments.
+Diversity: distinct tool signatures with names masked (synth.mutations.signature), their growth with the number of
+domains, distinct task program shapes, and the near-duplicate rate of instructions once names, ids, emails, dates
+and numbers are masked.
+"""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from envgym.loader import load_environment
 from envgym.registry import env_dirs
+from envgym.world.spec import load_tasks, load_world
+from synth.mutations import signature
+from synth.phrasing import mask
+
+
+def near_duplicate_rate(texts: list[str]) -> float:
+    """Share of texts whose masked form equals an earlier text's."""
+    return round(1 - len({mask(t) for t in texts}) / len(texts), 4) if texts else 0.0
+
+
+def _rejections(root: Path) -> dict[str, int]:
+    path = root / "_synth" / "tasks.jsonl"
+    counts: Counter[str] = Counter()
+    if path.exists():
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            counts.update(record.get("rejected_by", []))
+            counts["sampled"] += 1
+    return dict(sorted(counts.items()))
+
+
+def _curve(signatures: list[tuple[int, set[str]]]) -> dict[str, int]:
+    """Distinct signatures among the first n domains, for growing n."""
+    ordered = sorted(signatures, key=lambda x: x[0])
+    marks = sorted({n for n in (10, 20, 50, 100, 200, 500, 1000, 1500, 2000, 5000) if n <= len(ordered)}
+                   | {len(ordered)})
+    out, seen = {}, set()
+    for i, (_, sigs) in enumerate(ordered, start=1):
+        seen |= sigs
+        if i in marks:
+            out[str(i)] = len(seen)
+    return out
 
 
 def collect_stats(root: str | Path) -> dict[str, Any]:
-    """Environments, categories, domains, tools (total, distinct names, reads/writes), tasks by kind, and the
-    distribution of reference-solution lengths (tool calls per task)."""
+    """Everything `envgym synth stats --json` prints."""
+    root = Path(root)
     envs = env_dirs(root)
     categories: Counter[str] = Counter()
-    domains: set[str] = set()
-    tool_names: set[str] = set()
-    tools = writes = tasks = 0
+    operators: Counter[str] = Counter()
+    mutations: Counter[str] = Counter()
+    structural: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
     lengths: Counter[int] = Counter()
+    names: set[str] = set()
+    shapes: set[str] = set()
+    per_domain: list[tuple[int, set[str]]] = []
+    instructions: list[str] = []
+    tools = writes = 0
     for folder in envs:
-        data = load_environment(str(folder.resolve()))
-        meta = data.world.meta.get("synth", {})
+        world = load_world(folder / "world.yaml")
+        tasks = load_tasks(folder / "tasks.jsonl")
+        meta = world.meta.get("synth", {})
         categories[meta.get("category", "unknown")] += 1
-        domains.add(meta.get("domain", data.name))
-        tools += len(data.world.tools)
-        writes += sum(not t.read_only for t in data.world.tools)
-        tool_names.update(t.name for t in data.world.tools)
-        tasks += len(data.tasks)
-        for task in data.tasks:
-            kinds[str(task.meta.get("kind", task.tags[0] if task.tags else "task"))] += 1
+        structural.update(meta.get("operators", []))
+        tools += len(world.tools)
+        writes += sum(not t.read_only for t in world.tools)
+        names.update(t.name for t in world.tools)
+        per_domain.append((int(meta.get("order", len(per_domain))), {signature(t) for t in world.tools}))
+        for info in meta.get("tools", {}).values():
+            operators[info["operator"]] += 1
+            mutations.update(info.get("mutations", []))
+        for task in tasks:
+            kinds[str(task.meta.get("kind", "task"))] += 1
+            shapes.add(str(task.meta.get("shape", task.id)))
             lengths[len(task.solution)] += 1
+            instructions.append(task.instruction)
     total = sum(lengths.values())
+    curve = _curve(per_domain)
     return {
-        "environments": len(envs), "categories": len(categories), "domains": len(domains),
-        "tools": tools, "write_tools": writes, "distinct_tool_names": len(tool_names), "tasks": tasks,
-        "tasks_by_kind": dict(sorted(kinds.items())),
+        "environments": len(envs), "categories": len(categories), "tools": tools, "write_tools": writes,
+        "distinct_tool_names": len(names), "distinct_tool_signatures": max(curve.values(), default=0),
+        "signature_curve": curve, "tasks": total, "task_program_shapes": len(shapes),
+        "instruction_near_duplicate_rate": near_duplicate_rate(instructions),
+        "tools_by_operator": dict(sorted(operators.items())), "tools_by_mutation": dict(sorted(mutations.items())),
+        "domains_by_structural_operator": dict(sorted(structural.items())),
+        "tasks_by_kind": dict(sorted(kinds.items())), "tasks_rejected_by": _rejections(root),
         "tool_calls_per_task": {str(k): v for k, v in sorted(lengths.items())},
         "mean_tool_calls": round(sum(k * v for k, v in lengths.items()) / total, 3) if total else 0.0,
         "environments_by_category": dict(sorted(categories.items())),

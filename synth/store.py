@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,22 @@ def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
+def _call(make: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    return make()
+
+
+def _results(todo: list[tuple[str, Callable[[], list[dict[str, Any]]]]], workers: int) -> Iterator[
+        list[dict[str, Any]]]:
+    """Each unit's records, in unit order; computed lazily here or in a pool of forked workers."""
+    if workers <= 1 or len(todo) < 2:
+        yield from (make() for _, make in todo)
+        return
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        yield from pool.imap(_call, [make for _, make in todo], chunksize=1)
+
+
 class StageStore:
     """One stage's output under `folder`: done units survive a kill; the final file is sorted by id."""
 
@@ -65,9 +81,10 @@ class StageStore:
         return read_jsonl(self.final)
 
     def run(self, units: list[tuple[str, Callable[[], list[dict[str, Any]]]]],
-            advance: Callable[[], None] | None = None) -> list[dict[str, Any]]:
+            advance: Callable[[], None] | None = None, workers: int = 1) -> list[dict[str, Any]]:
         """Run each `(unit_key, make_records)` not yet done; records carry `unit` and `id`. Returns all records,
-        as read back from the final file."""
+        as read back from the final file. With `workers` > 1 units run in forked processes; results are still
+        appended in unit order, so the files are the same."""
         if self.complete:
             if advance:
                 for _ in units:
@@ -78,10 +95,12 @@ class StageStore:
         finished = {r["unit"] for r in lines if r.get("end")}
         done = [r for r in lines if r["unit"] in finished]
         write_jsonl(self.partial, done)
+        todo = [(key, make) for key, make in units if key not in finished]
+        results = _results(todo, workers)
         with self.partial.open("a") as sink:
-            for key, make in units:
+            for key, _ in units:
                 if key not in finished:
-                    made = [with_id({**r, "unit": key}) for r in make()]
+                    made = [with_id({**r, "unit": key}) for r in next(results)]
                     marker = {"unit": key, "end": True}
                     sink.write("".join(canonical_json(r) + "\n" for r in [*made, marker]))
                     sink.flush()

@@ -47,7 +47,9 @@ def _imports(path: Path, name: str, known: set[str]) -> set[str]:
                 anchor = name.split(".")
                 anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
                 base = ".".join([*anchor, base] if base else anchor)
-            targets = [f"{base}.{a.name}" for a in node.names] + [base]
+            submodules = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known]
+            # `from pkg import submodule` is about the submodule; `from pkg import name` about the package.
+            targets = submodules if len(submodules) == len(node.names) else [*submodules, base]
         for target in targets:
             while target and target not in known:
                 target = target.rpartition(".")[0]

@@ -41,13 +41,24 @@ def _model(args: argparse.Namespace, cache: Path) -> ChatModel | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from synth.pipeline import SYNTH_DIR, SynthConfig, run_pipeline
 
     spec = None if args.llm is None else (args.llm if args.llm == "local" else f"openai:{args.llm_model}")
-    config = SynthConfig(seed=args.seed, domains=args.domains, agents_per_domain=args.agents_per_domain,
-                         tasks_per_env=args.tasks_per_env, llm=spec)
+    config = SynthConfig(seed=args.seed, domains=args.domains, tasks_per_env=args.tasks_per_env, llm=spec)
     model = _model(args, Path(args.out) / SYNTH_DIR / "llm_cache.jsonl")
-    _print(run_pipeline(config, args.out, model, progress=not args.json), args.json, "synth run")
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, disable=args.json, console=console) as bar:
+        jobs: dict[str, Any] = {}
+
+        def advance(stage: str, total: int) -> None:
+            if stage not in jobs:
+                jobs[stage] = bar.add_task(stage, total=total)
+            bar.advance(jobs[stage])
+
+        summary = run_pipeline(config, args.out, advance, model=model, workers=args.workers)
+    _print(summary, args.json, "synth run")
     return 0
 
 
@@ -71,8 +82,17 @@ def cmd_rollouts(args: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = {}
     if args.policy == "openai":
         kwargs = {"model": args.llm_model, "base_url": args.base_url}
-    records = rollout(args.dir, args.out, policy=args.policy, n=args.n, seed=args.seed,
-                      failure_rate=args.failure_rate, progress=not args.json, **kwargs)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("[bold]rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, disable=args.json, console=console) as bar:
+        job = bar.add_task("rollouts", total=None)
+
+        def advance(total: int) -> None:
+            bar.update(job, total=total, advance=1)
+
+        records = rollout(args.dir, args.out, policy=args.policy, n=args.n, seed=args.seed,
+                          failure_rate=args.failure_rate, advance=advance, **kwargs)
     rewards = [r["reward"] for r in records]
     _print({"out": args.out, "trajectories": len(records), "passed": sum(passes(r) for r in records),
             "mean_reward": round(sum(rewards) / len(rewards), 4) if rewards else 0.0}, args.json, "rollouts")
@@ -114,8 +134,8 @@ def register(sub: Any) -> None:
     p.add_argument("--domains", type=int, default=20)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", required=True)
-    p.add_argument("--agents-per-domain", type=int, default=1)
     p.add_argument("--tasks-per-env", type=int, default=24)
+    p.add_argument("--workers", type=int, default=1, help="processes for the tools and tasks stages")
     p.add_argument("--llm", choices=["local", "openai"], default=None,
                    help="let a model propose domain descriptions and paraphrase openings (default: procedural)")
     p.add_argument("--llm-mode", choices=["auto", "record", "replay"], default="auto",
@@ -134,7 +154,8 @@ def register(sub: Any) -> None:
     p = synth.add_parser("rollouts", help="roll a policy out on every task of a folder of environments")
     p.add_argument("dir")
     p.add_argument("--out", required=True, help="JSONL file of trajectories (appended; resumable)")
-    p.add_argument("--policy", default="oracle", choices=["oracle", "random", "refuse", "local", "openai"])
+    p.add_argument("--policy", default="fair", choices=["fair", "oracle", "random", "refuse", "local", "openai"],
+                   help="fair: the planner that uses only what the conversation shows (the SFT source)")
     p.add_argument("--n", type=int, default=4, help="rollouts per task")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--failure-rate", type=float, default=0.1, help="chance each tool call fails transiently")

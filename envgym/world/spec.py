@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 ToolLabel = Literal["read_only", "destructive", "reads_untrusted", "egress"]
 FieldType = Literal["string", "integer", "number", "boolean", "list", "object"]
-EffectOp = Literal["get", "list", "search", "create", "update", "delete"]
+EffectOp = Literal["get", "list", "search", "create", "update", "delete", "aggregate", "update_many"]
+Aggregate = Literal["count", "sum", "min", "max"]
 CompareOp = Literal["eq", "ne", "lt", "le", "gt", "ge", "in", "not_in", "contains", "exists", "not_exists"]
 
 
@@ -76,6 +77,15 @@ class Precondition(_Model):
     error: str
 
 
+class Filter(_Model):
+    """A predicate of list/search/aggregate/update_many: `record[field] <op> $arg`, skipped when the argument is
+    absent (an optional filter). `arg` names a tool argument; `a.b` reads field b of the object argument a."""
+
+    field: str
+    op: CompareOp = "eq"
+    arg: str
+
+
 class Effect(_Model):
     """A declarative tool effect over one entity.
 
@@ -98,6 +108,17 @@ class Effect(_Model):
     not_found_error: str | None = Field(
         None, description="Message when no record matches; default names both."
     )
+    filters: list[Filter] = Field(default_factory=list, description="list/search/aggregate/update_many predicates.")
+    sort_by: str | None = Field(None, description="Sort rows by this field, or by the field named by '$arg'.")
+    order: str = Field("asc", description="'asc', 'desc', or '$arg' holding one of them.")
+    page_arg: str | None = Field(None, description="Argument with the 1-based page number (pages of `limit`).")
+    aggregate: Aggregate | None = Field(None, description="aggregate: count, sum, min or max.")
+    aggregate_field: str | None = Field(None, description="aggregate: the numeric field summed or compared.")
+    group_by: str | None = Field(None, description="aggregate: one result per value of this field.")
+    expand: list[str] = Field(
+        default_factory=list, description="Reference fields whose record is joined in under the field name less _id."
+    )
+    check_refs: bool = Field(False, description="create: every reference argument must name an existing record.")
 
 
 class ToolSpec(_Model):

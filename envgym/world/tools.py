@@ -17,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from envgym.world import query
 from envgym.world.errors import BadReferenceError, UnknownComparisonError
 from envgym.world.spec import Effect, ToolSpec, WorldSpec
 from envgym.world.state import Record, WorldState
@@ -62,7 +63,7 @@ def _arg(value: Any, args: dict[str, Any]) -> Any:
     if isinstance(value, str) and value.startswith("$"):
         if value.startswith("$$"):
             return value[1:]
-        return args.get(value[1:])
+        return query.argument(value[1:], args)
     return value
 
 
@@ -113,9 +114,30 @@ def _not_found(effect: Effect, args: dict[str, Any], match: dict[str, Any]) -> s
     return f"no {effect.entity} with " + ", ".join(f"{f}={v!r}" for f, v in match.items())
 
 
-def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any]) -> ToolResult:
+def _refs(world: WorldSpec, entity: str) -> dict[str, str]:
+    return {f: spec.ref for f, spec in world.entities[entity].fields.items() if spec.ref}
+
+
+def _run_query(effect: Effect, world: WorldSpec, state: WorldState, args: dict[str, Any]) -> ToolResult:
+    """The aggregate and update_many effects (filters, no single target record)."""
+    table = state.table(effect.entity)
+    rows = query.filter_rows(list(table.values()), effect, args, compare)
+    key = world.entities[effect.entity].key
+    if effect.op == "aggregate":
+        return ToolResult(True, query.aggregate(rows, effect, key))
+    for pre in effect.preconditions:
+        rows = [r for r in rows if compare(r.get(pre.field), pre.op, _arg(pre.value, args))]
+    for record in rows:
+        for fname, value in effect.set.items():
+            record[fname] = copy.deepcopy(_arg(value, args))
+    return ToolResult(True, {"updated": sorted(str(r[key]) for r in rows)})
+
+
+def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any], world: WorldSpec) -> ToolResult:
     table = state.table(effect.entity)
     op = effect.op
+    if op in ("aggregate", "update_many"):
+        return _run_query(effect, world, state, args)
     if op in ("get", "update", "delete"):
         if effect.key_arg is not None:
             key = args.get(effect.key_arg)
@@ -132,7 +154,8 @@ def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any]) -> Tool
                     False, error=pre.error.format(**{**record, **args}), error_kind=ToolErrorKind.PRECONDITION
                 )
         if op == "get":
-            return ToolResult(True, _project(record, effect.returns))
+            joined = query.expand(record, effect, state.tables, _refs(world, effect.entity))
+            return ToolResult(True, _project(joined, effect.returns))
         if op == "delete":
             key_field = next(k for k, r in table.items() if r is record)
             del table[key_field]
@@ -144,18 +167,28 @@ def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any]) -> Tool
         match = {f: _arg(v, args) for f, v in effect.match.items()}
         match = {f: v for f, v in match.items() if v is not None}
         rows = [r for r in table.values() if all(r.get(f) == v for f, v in match.items())]
+        if effect.filters or effect.sort_by or effect.page_arg or effect.expand:
+            rows = query.sort_and_page(query.filter_rows(rows, effect, args, compare), effect, args)
+            refs = _refs(world, effect.entity)
+            return ToolResult(True, [_project(query.expand(r, effect, state.tables, refs), effect.returns) for r in rows])
         return ToolResult(True, [_project(r, effect.returns) for r in rows[: effect.limit]])
     if op == "search":
-        query = str(args.get(effect.query_arg or "query", "")).lower()
+        needle = str(args.get(effect.query_arg or "query", "")).lower()
         fields = effect.search_fields or None
         rows = [
             r
             for r in table.values()
-            if any(query in str(v).lower() for f, v in r.items() if fields is None or f in fields)
+            if any(needle in str(v).lower() for f, v in r.items() if fields is None or f in fields)
         ]
+        if effect.filters or effect.sort_by or effect.page_arg:
+            rows = query.sort_and_page(query.filter_rows(rows, effect, args, compare), effect, args)
         return ToolResult(True, [_project(r, effect.returns) for r in rows[: effect.limit]])
     # create
     values = {f: copy.deepcopy(_arg(v, args)) for f, v in effect.set.items()}
+    if effect.check_refs:
+        for fname, entity in _refs(world, effect.entity).items():
+            if values.get(fname) is not None and str(values[fname]) not in state.table(entity):
+                return ToolResult(False, error=f"no {entity} with {fname}={values[fname]!r}", error_kind=ToolErrorKind.NOT_FOUND)
     return ToolResult(True, values)
 
 
@@ -268,7 +301,7 @@ class ToolExecutor:
                 False, error=f"{name}: service temporarily unavailable, please retry", error_kind=ToolErrorKind.TRANSIENT
             )
         if tool.effect is not None:
-            result = _run_effect(tool.effect, state, args)
+            result = _run_effect(tool.effect, state, args, self.world)
             if result.ok and tool.effect.op == "create":
                 values = result.value
                 key = _create_key(tool.effect, self.world, state, values)

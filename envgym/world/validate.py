@@ -80,6 +80,43 @@ def _simple(schema: dict[str, Any]) -> bool:
     return all(isinstance(s, dict) and _simple(s) for s in subs)
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+_KEYWORD_OK: dict[str, Callable[[Any], bool]] = {
+    "type": lambda v: v in _TYPE_NAMES or (isinstance(v, list) and bool(v) and all(t in _TYPE_NAMES for t in v)
+                                           and len(set(v)) == len(v)),
+    "properties": lambda v: isinstance(v, dict),
+    "required": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v) and len(set(v)) == len(v),
+    "additionalProperties": lambda v: isinstance(v, bool),
+    "enum": lambda v: isinstance(v, list),
+    "minimum": _number, "maximum": _number,
+    "items": lambda v: isinstance(v, dict | bool),
+    "minLength": _count, "maxLength": _count, "minItems": _count, "maxItems": _count,
+    "description": lambda v: isinstance(v, str), "title": lambda v: isinstance(v, str),
+    "format": lambda v: isinstance(v, str), "examples": lambda v: isinstance(v, list),
+    "default": lambda v: True,
+}
+
+
+def _plainly_well_formed(schema: Any) -> bool:
+    """A conservative well-formedness check for simple schemas: True only when the metaschema surely accepts it
+    (each keyword's value has the type the metaschema requires), so the slow metaschema check can be skipped."""
+    if not isinstance(schema, dict) or not set(schema) <= _SIMPLE_KEYWORDS:
+        return False
+    if not all(_KEYWORD_OK[k](v) for k, v in schema.items()):
+        return False
+    subs = list(schema.get("properties", {}).values())
+    if isinstance(schema.get("items"), dict):
+        subs.append(schema["items"])
+    return all(_plainly_well_formed(s) for s in subs)
+
+
 def _compile(schema: dict[str, Any]) -> Check:
     checks: list[Check] = []
     types = schema.get("type")
@@ -177,7 +214,9 @@ def _num(value: Any) -> bool:
 def compile_validator(schema: dict[str, Any]) -> Callable[[Any], str | None]:
     """Compile a JSON Schema into `validate(args) -> error message | None`. Raises SchemaError if malformed."""
     try:
-        jsonschema.Draft202012Validator.check_schema(schema)
+        # The metaschema check costs ~20 ms a schema; skip it where a plain look proves the schema well formed.
+        if not (_simple(schema) and _plainly_well_formed(schema)):
+            jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise SchemaError(
             f"invalid JSON Schema at {'/'.join(map(str, exc.path)) or '<root>'}: {exc.message}"

@@ -14,7 +14,7 @@ SMALL = SynthConfig(seed=3, domains=3, tasks_per_env=10)
 @pytest.fixture(scope="session")
 def small_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("synth") / "suite"
-    run_pipeline(SMALL, out, progress=False)
+    run_pipeline(SMALL, out)
     return out
 
 

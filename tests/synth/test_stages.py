@@ -1,9 +1,10 @@
-"""Single stages: tool validation catches broken tools, difficulty, rollouts/export, LLM record/replay, stats CLI."""
+"""Single stages: grammar, tool operators and checks, rules and controls, fair rollouts and export, difficulty,
+LLM record/replay, stats."""
 
 from __future__ import annotations
 
 import json
-import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,100 +14,154 @@ import pytest
 from envgym.llm import CachedChatModel, CacheMissError, ScriptedChatModel
 from envgym.loader import load_environment
 from envgym.registry import env_dirs
-from envgym.world.spec import Effect, WorldSpec
+from envgym.world.spec import Effect, ToolSpec, WorldSpec
 from envgym.world.state import generate_state
 from synth.difficulty import append_constraint, curriculum
-from synth.rollouts import export_sft, rollout
+from synth.lexicon import a, past, plural
+from synth.phrasing import mask
+from synth.rollouts import export_sft, rollout, unseen_values
+from synth.stages.domains import OPERATORS, select_domains
+from synth.stages.toolcheck import validate_tools
+from synth.stages.tools import stage_tools, tool_world
+from synth.stats import near_duplicate_rate
 from synth.taxonomy import builtin_taxonomy
-from synth.toolcheck import validate_tools
-from synth.toolgen import synthesize_tools
-from synth.worlds import domain_entities
 
-
-def _domain_world() -> WorldSpec:
-    bp = builtin_taxonomy().categories["smart_home"].domains[0]
-    tools = synthesize_tools(bp)
-    return WorldSpec(name="check", entities=domain_entities(bp, random.Random(0)), tools=list(tools.values()))
+BAD_ARTICLE = re.compile(r"\ba ([aeiou]\w*)", re.IGNORECASE)
 
 
 def test_taxonomy_has_at_least_16_categories() -> None:
     assert len(builtin_taxonomy().categories) >= 16
 
 
+def test_articles_plurals_and_participles_read_right() -> None:
+    assert [a("order"), a("user"), a("hour"), a("booking")] == ["an order", "a user", "an hour", "a booking"]
+    assert [plural("watering_plan"), plural("address"), plural("delivery"), plural("day")] == \
+        ["watering_plans", "addresses", "deliveries", "days"]
+    assert [past("ship"), past("approve"), past("check_in")] == ["shipped", "approved", "checked in"]
+
+
+def test_three_hundred_domains_evolve_by_structural_operators() -> None:
+    domains = select_domains(builtin_taxonomy(), 300, 1)
+    assert len({d.name for d in domains}) == 300
+    assert all(2 <= len(d.entities) <= 6 for d in domains)
+    children = [d for d in domains if d.parent]
+    assert children and all(d.operators for d in children)
+    assert set(OPERATORS) <= {op for d in children for op in d.operators}
+    by_name = {d.name: d for d in domains}
+    structural = [d for d in children if d.entities != by_name[d.parent or ""].entities or d.limits]
+    assert len(structural) >= 0.8 * len(children), "children must differ from their parent in structure"
+    assert select_domains(builtin_taxonomy(), 40, 1) == domains[:40]
+
+
+def test_generated_text_has_no_article_before_a_vowel(small_suite: Path) -> None:
+    texts = []
+    for folder in env_dirs(small_suite):
+        data = load_environment(str(folder.resolve()))
+        texts += [t.description for t in data.world.tools] + [data.world.policy, data.world.system_prompt]
+        texts += [x for t in data.tasks for x in (t.instruction, t.opening, t.final_reply)]
+    bad = [m.group(0) for text in texts for m in BAD_ARTICLE.finditer(text)
+           if not m.group(1).lower().startswith(("u", "one", "eu"))]
+    assert not bad, bad[:5]
+    assert not any("enroll_in a" in t or "  " in t for t in texts)
+
+
+def test_tool_operators_and_mutations_are_all_exercised_over_forty_domains() -> None:
+    records = [r for d in select_domains(builtin_taxonomy(), 40, 2) for r in stage_tools(d, 2)]
+    operators = {r.operator for r in records}
+    assert {"authenticate", "get", "join", "search", "create", "update", "transition", "bulk_transition",
+            "aggregate_count", "aggregate_sum", "aggregate_min", "aggregate_max"} <= operators
+    assert {"optional_filter", "nested_args", "required_field", "permission"} <= {m for r in records
+                                                                                 for m in r.mutations}
+    assert sum(r.valid for r in records) / len(records) > 0.95
+
+
+def _domain_world() -> WorldSpec:
+    domain = select_domains(builtin_taxonomy(), 1, 1)[0]
+    return tool_world(domain, [ToolSpec.model_validate(r.spec) for r in stage_tools(domain, 1)])
+
+
 def test_validation_flags_a_read_only_tool_that_writes() -> None:
     world = _domain_world()
-    broken = []
-    for tool in world.tools:
-        if tool.name == "get_device_details":
-            # Labelled read-only but actually updates a record.
-            effect = Effect(op="update", entity="devices", key_arg="device_id", set={"label": "tampered"})
-            tool = tool.model_copy(update={"effect": effect, "labels": ["read_only"]})
-        broken.append(tool)
-    world = world.model_copy(update={"tools": broken})
-    checks = validate_tools(world, generate_state(world))
-    assert checks["get_device_details"]["read_keeps_state"] is False
-    assert all(all(c.values()) for name, c in checks.items() if name != "get_device_details")
+    get = next(t for t in world.tools if t.name.startswith("get_") and t.effect and t.effect.key_arg)
+    assert get.effect is not None
+    broken = Effect(op="update", entity=get.effect.entity, key_arg=get.effect.key_arg, set={"status": "tampered"})
+    tools = [t.model_copy(update={"effect": broken, "labels": ["read_only"]}) if t.name == get.name else t
+             for t in world.tools]
+    checks = validate_tools(world.model_copy(update={"tools": tools}), generate_state(world))
+    assert not all(checks[get.name].values())
+    assert all(all(c.values()) for name, c in checks.items() if name != get.name)
 
 
-def test_validation_flags_a_precondition_that_never_fires() -> None:
+def test_validation_flags_a_state_machine_guard_that_never_fires() -> None:
     world = _domain_world()
-    tools = []
-    for tool in world.tools:
-        if tool.name == "cancel_schedule":
-            assert tool.effect is not None
-            effect = tool.effect.model_copy(update={"preconditions": []})
-            tool = tool.model_copy(update={"effect": effect})
-        tools.append(tool)
-    world = world.model_copy(update={"tools": tools})
-    checks = validate_tools(world, generate_state(world))
-    assert "precondition_fires" not in checks["cancel_schedule"]
-    assert checks["update_schedule_duration_min"]["precondition_fires"] is True
+    guarded = next(t for t in world.tools if t.effect and t.effect.op == "update" and t.effect.preconditions)
+    assert guarded.effect is not None
+    loose = guarded.effect.model_copy(update={"preconditions": []})
+    tools = [t.model_copy(update={"effect": loose}) if t.name == guarded.name else t for t in world.tools]
+    checks = validate_tools(world.model_copy(update={"tools": tools}), generate_state(world))
+    assert "precondition_fires" not in checks[guarded.name]
+    assert checks[guarded.name]["valid_call_succeeds"]
 
 
-def test_appended_constraint_changes_the_target_and_keeps_earlier_ones(small_suite: Path) -> None:
+def test_worlds_declare_policy_rules_and_tasks_typed_answers(small_suite: Path) -> None:
+    for folder in env_dirs(small_suite):
+        data = load_environment(str(folder.resolve()))
+        rules = data.world.rules
+        assert rules is not None and rules.confirm_writes and rules.no_unrequested_writes
+        assert rules.authenticate_with and rules.requires_auth
+        assert all(t.solution[0].name in rules.authenticate_with for t in data.tasks)
+        answered = [t for t in data.tasks if t.answers]
+        assert answered and all(a.type in ("number", "money", "id", "enum", "date", "time", "text")
+                                for t in answered for a in t.answers)
+        assert all(a.choices for t in answered for a in t.answers if a.type == "enum")
+
+
+def test_fair_rollouts_with_failures_export_sft_without_unseen_values(small_suite: Path, tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    from trl.data_utils import is_conversational
+
+    path = tmp_path / "rollouts.jsonl"
+    records = rollout(small_suite, path, n=2, seed=0, failure_rate=0.3)
+    assert len(records) == 2 * sum(len(load_environment(str(d.resolve())).tasks) for d in env_dirs(small_suite))
+    assert len(rollout(small_suite, path, n=2, failure_rate=0.3)) == len(records)
+    retried = [r for r in records if "transient" in r["tool_errors"]]
+    assert retried and sum(r["reward"] == 1.0 for r in retried) >= 0.8 * len(retried)
+    summary = export_sft(path, tmp_path / "sft.jsonl")
+    assert summary["examples"] > 0 and summary["unseen_value_trajectories"] == 0
+    rows = [json.loads(x) for x in (tmp_path / "sft.jsonl").read_text().splitlines()]
+    assert all(unseen_values(r["messages"]) == [] for r in rows)
+    data = datasets.load_dataset("json", data_files=str(tmp_path / "sft.jsonl"), split="train")
+    assert len(data) == summary["examples"] and is_conversational(data[0])
+
+
+def test_the_checker_flags_a_call_that_uses_a_hidden_value(small_suite: Path, tmp_path: Path) -> None:
+    records = rollout(small_suite, tmp_path / "oracle.jsonl", policy="oracle", n=1)
+    flagged = [r for r in records if unseen_values(r["messages"])]
+    assert flagged, "the hidden-solution replay uses the user's email before the user gave it"
+
+
+def test_appended_constraint_extends_the_program_and_stays_verified(small_suite: Path, tmp_path: Path) -> None:
     data = load_environment(str(env_dirs(small_suite)[0].resolve()))
     pairs = [(t, h) for t in data.tasks if (h := append_constraint(data, t, seed=0)) is not None]
     assert pairs, "no task of the env could take a constraint"
     task, harder = pairs[0]
     assert data.target_state(harder).hash() != data.target_state(task).hash()
     assert harder.instruction.startswith(task.instruction) and len(harder.meta["constraints"]) == 1
-    hardest = append_constraint(data, harder, seed=0)
-    if hardest is not None:
-        assert hardest.meta["constraints"][0] == harder.meta["constraints"][0]
-
-
-def test_rollouts_with_failures_feed_curriculum_and_sft_export(small_suite: Path, tmp_path: Path) -> None:
-    datasets = pytest.importorskip("datasets")
-    from trl.data_utils import is_conversational
-
-    rollouts = tmp_path / "rollouts.jsonl"
-    records = rollout(small_suite, rollouts, policy="oracle", n=3, seed=0, failure_rate=0.3, progress=False)
-    assert len(records) == 3 * sum(len(load_environment(str(d.resolve())).tasks) for d in env_dirs(small_suite))
-    assert len(rollout(small_suite, rollouts, policy="oracle", n=3, failure_rate=0.3, progress=False)) == len(records)
-    rewards = [r["reward"] for r in records]
-    assert 0 < sum(rewards) < len(rewards), "controlled failures should fail some oracle rollouts"
-    counts = curriculum(small_suite, rollouts, tmp_path / "curriculum", band=0.2)
-    assert counts["selected"] > 0 and counts["hardened"] > 0
-    summary = export_sft(rollouts, tmp_path / "sft.jsonl")
-    assert 0 < summary["examples"] <= summary["passed"] < summary["trajectories"]
-    data = datasets.load_dataset("json", data_files=str(tmp_path / "sft.jsonl"), split="train")
-    assert len(data) == summary["examples"]
-    row = data[0]
-    assert is_conversational(row) and row["messages"][-1]["role"] == "assistant"
-    assert isinstance(json.loads(row["tools"]), list)
+    records = rollout(small_suite, tmp_path / "r.jsonl", n=2)
+    counts = curriculum(small_suite, tmp_path / "r.jsonl", tmp_path / "curriculum", band=0.2)
+    assert counts["hardened"] > 0 and len(records) > 0
 
 
 def test_llm_paraphrases_replay_offline_byte_for_byte(tmp_path: Path) -> None:
     from synth.pipeline import SynthConfig, run_pipeline
 
     def reply(messages: list[dict[str, str]], tools: object) -> str:
-        text = messages[-1]["content"]
-        return "Hello there. " + text.split("Message: ", 1)[1] if "Message: " in text else "A domain for tests."
+        return "Hello there. " + messages[-1]["content"].split("Message: ", 1)[1]
 
     config = SynthConfig(seed=5, domains=1, tasks_per_env=4, llm="scripted")
     cache = tmp_path / "cache.jsonl"
-    recorded = CachedChatModel(ScriptedChatModel(reply_fn=reply), cache, mode="record")
-    run_pipeline(config, tmp_path / "rec", recorded, progress=False)
+    run_pipeline(config, tmp_path / "rec", model=CachedChatModel(ScriptedChatModel(reply_fn=reply), cache,
+                                                                 mode="record"))
     tasks = (next(p for p in (tmp_path / "rec").iterdir() if p.name != "_synth") / "tasks.jsonl").read_text()
     assert '"paraphrased": true' in tasks and "Hello there." in tasks
 
@@ -114,16 +169,25 @@ def test_llm_paraphrases_replay_offline_byte_for_byte(tmp_path: Path) -> None:
         raise AssertionError("replay called the model")
 
     replayed = CachedChatModel(ScriptedChatModel(reply_fn=unreachable), cache, mode="replay")
-    run_pipeline(config, tmp_path / "rep", replayed, progress=False)
+    run_pipeline(config, tmp_path / "rep", model=replayed)
     again = (next(p for p in (tmp_path / "rep").iterdir() if p.name != "_synth") / "tasks.jsonl").read_text()
     assert again == tasks
     with pytest.raises(CacheMissError):
-        run_pipeline(config.model_copy(update={"seed": 6}), tmp_path / "miss", replayed, progress=False)
+        run_pipeline(config.model_copy(update={"seed": 6}), tmp_path / "miss", model=replayed)
 
 
-def test_stats_cli_prints_one_json_object(small_suite: Path) -> None:
+def test_near_duplicates_are_counted_after_masking_names_and_numbers() -> None:
+    assert mask("You are Ada Okafor. Change OR0012 to 5 on 2025-03-04.") == \
+        "<name> are <name>. <name> <id> to <num> on <date>."
+    assert near_duplicate_rate(["You are Ada. Set 5.", "You are Bo. Set 7.", "Cancel it."]) == round(1 / 3, 4)
+
+
+def test_stats_cli_prints_diversity_and_rejections(small_suite: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "envgym.cli", "synth", "stats", str(small_suite), "--json"],
                          capture_output=True, text=True, check=True, cwd=Path(__file__).parents[2])
     stats = json.loads(out.stdout)
     assert stats["environments"] == 3 and stats["tasks"] > 0
+    assert stats["distinct_tool_signatures"] > 10 and stats["task_program_shapes"] > 5
     assert sum(stats["tool_calls_per_task"].values()) == stats["tasks"]
+    assert stats["tasks_rejected_by"]["sampled"] >= stats["tasks"]
+    assert 0 <= stats["instruction_near_duplicate_rate"] < 1

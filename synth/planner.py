@@ -1,0 +1,94 @@
+"""The fair planner: the policy whose trajectories become demonstrations.
+
+`FairPlanner` acts like an agent that understood the request: it runs the task's program, asking the user for
+each fact it needs, taking every other value from tool results it has seen, confirming before each write and
+retrying transient errors. It never reads the reference solution or the user's facts, so every value in its tool
+calls appeared earlier in the conversation (`synth.rollouts.unseen_values` checks that).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from envgym.play.scripted import confirmation_request
+from envgym.protocol import format_tool_call
+from envgym.rewards.rules import is_affirmative
+from envgym.users import STOP
+from synth.lexicon import words
+from synth.program import Ask, CallRequest, Program, ProgramError, Reply, run
+from synth.stages.tasks import question
+
+TRANSIENT = "temporarily unavailable"
+
+
+def _fact(text: str, key: str) -> str | None:
+    """The value the scripted user gave for `key` ("My zip code is 12345.")."""
+    marker = f"My {words(key)} is "
+    start = text.find(marker)
+    if start < 0:
+        return None
+    rest = text[start + len(marker):]
+    end = rest.find(". My ")
+    value = rest if end < 0 else rest[:end]
+    return value[:-1] if value.endswith(".") else value
+
+
+class FairPlanner:
+    """Plays a task's program using only the conversation (see the module docstring)."""
+
+    def __init__(self, program: Program, retries: int = 3):
+        self.gen = run(program)
+        self.request: Ask | CallRequest | Reply | None = None
+        self.waiting = "start"
+        self.retries = retries
+        self.tries = 0
+
+    def _advance(self, value: Any) -> str:
+        try:
+            self.request = next(self.gen) if self.waiting == "start" else self.gen.send(value)
+        except (StopIteration, ProgramError):
+            self.waiting = "done"
+            return f"I cannot go any further with this. {STOP}"
+        req = self.request
+        if isinstance(req, Ask):
+            self.waiting = "ask"
+            return question(req.key)
+        if isinstance(req, CallRequest):
+            if req.write:
+                self.waiting = "confirm"
+                return confirmation_request(req.tool)
+            return self._call(req)
+        self.waiting = "reply"
+        return req.text
+
+    def _call(self, req: CallRequest) -> str:
+        self.waiting, self.tries = "result", 0
+        return format_tool_call(req.tool, req.arguments)
+
+    def act(self, obs: str, info: dict[str, Any]) -> str:
+        last = info["messages"][-1]
+        content = str(last.get("content") or "")
+        if self.waiting == "start":
+            return self._advance(None)
+        if self.waiting == "ask":
+            assert isinstance(self.request, Ask)
+            value = _fact(content, self.request.key)
+            return self._advance(value) if value is not None else question(self.request.key)
+        if self.waiting == "confirm":
+            assert isinstance(self.request, CallRequest)
+            return self._call(self.request) if is_affirmative(content) else f"Understood, I will not change it. {STOP}"
+        if self.waiting == "result":
+            assert isinstance(self.request, CallRequest)
+            try:
+                result = json.loads(content)
+            except json.JSONDecodeError:
+                result = content
+            if isinstance(result, dict) and "error" in result:
+                if TRANSIENT in str(result["error"]) and self.tries < self.retries:
+                    self.tries += 1
+                    return format_tool_call(self.request.tool, self.request.arguments)
+                self.waiting = "done"
+                return f"The system refused that: {result['error']} {STOP}"
+            return self._advance(result)
+        return f"Goodbye. {STOP}"

@@ -1,0 +1,133 @@
+"""Stage 3b, tool checks: every synthesized tool is executed on its seeded world before it is kept.
+
+A witness record of the tool's entity supplies valid arguments. Checks: the schema compiles, the name is unique, a
+valid call succeeds, a read leaves the state unchanged, a write changes its own entity and nothing else, missing
+arguments are rejected, an unknown id gives not_found, and each precondition (state machine, permission) fires on a
+record that violates it, leaving the state unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envgym.world.spec import Effect, ToolSpec, WorldSpec
+from envgym.world.state import Record, WorldState
+from envgym.world.tools import ToolExecutor, _arg, compare
+from envgym.world.validate import SchemaError, compile_validator
+
+MISSING_ID = "ZZ-NO-SUCH-ID-999"
+
+
+def _holds(effect: Effect, record: Record, args: dict[str, Any]) -> bool:
+    return all(compare(record.get(p.field), p.op, _arg(p.value, args)) for p in effect.preconditions)
+
+
+def _fill(schema: dict[str, Any], name: str, witness: Record, key: str, effect: Effect) -> Any:
+    if schema.get("type") == "object":
+        return {k: _fill(v, k, witness, key, effect) for k, v in schema.get("properties", {}).items()
+                if k in schema.get("required", [])}
+    value = witness.get(name)
+    if name == effect.key_arg:
+        value = witness[key]
+    if "enum" in schema and value not in schema["enum"]:
+        value = schema["enum"][0]
+    if schema.get("type") in ("integer", "number"):
+        lo, hi = schema.get("minimum", 0), schema.get("maximum", 10)
+        value = value if isinstance(value, int | float) and lo <= value <= hi else (int(lo) if
+                                                                                    schema["type"] == "integer" else lo)
+    if value is None:
+        value = "x"
+    return value
+
+
+def _changed(value: Any, schema: dict[str, Any]) -> Any:
+    """Another valid value, so that a witness update really changes its record."""
+    if "enum" in schema:
+        return next((c for c in schema["enum"] if c != value), value)
+    if schema.get("type") in ("integer", "number"):
+        lo, hi = schema.get("minimum", 0), schema.get("maximum", 10)
+        return lo if value != lo else hi
+    return f"{value}-changed"
+
+
+def witness_arguments(world: WorldSpec, state: WorldState, tool: ToolSpec, ok: bool = True) -> tuple[
+        dict[str, Any], Record] | None:
+    """Required arguments taken from a record of the tool's entity on which the call should (not) pass its
+    preconditions; None when no record fits."""
+    effect = tool.effect
+    if effect is None:
+        return None
+    key = world.entities[effect.entity].key
+    props = tool.parameters.get("properties", {})
+    for rkey in sorted(state.table(effect.entity)):
+        record = state.table(effect.entity)[rkey]
+        args = {n: _fill(s, n, record, key, effect) for n, s in props.items()
+                if n in tool.parameters.get("required", [])}
+        if effect.op == "update":
+            args = {n: _changed(v, props[n]) if effect.set.get(n.split(".")[0]) == f"${n}" else v
+                    for n, v in args.items()}
+        if _holds(effect, record, args) == ok:
+            return args, record
+    return None
+
+
+def check_tool(world: WorldSpec, state: WorldState, executor: ToolExecutor, tool: ToolSpec) -> dict[str, bool]:
+    """Run every check that applies to `tool`; check name -> passed."""
+    checks: dict[str, bool] = {}
+    try:
+        compile_validator(tool.parameters)
+        checks["schema_well_formed"] = True
+    except SchemaError:
+        checks["schema_well_formed"] = False
+        return checks
+    checks["name_unique"] = sum(t.name == tool.name for t in world.tools) == 1
+    effect = tool.effect
+    found = witness_arguments(world, state, tool)
+    checks["valid_call_succeeds"] = False
+    if effect is None or found is None:
+        return checks
+    args, _ = found
+    before = state.hash()
+    # Reads run on the state itself (restored if one wrongly wrote); writes run on a copy.
+    fixture = state if tool.read_only else state.copy()
+    result = executor.execute(fixture, tool.name, args)
+    checks["valid_call_succeeds"] = result.ok
+    if tool.read_only:
+        checks["read_keeps_state"] = state.hash() == before
+        if not checks["read_keeps_state"]:
+            raise ToolBrokeState(tool.name)
+    elif effect.op != "update_many":
+        checks["write_scope"] = {c.entity for c in state.diff(fixture)} == {effect.entity}
+    if tool.parameters.get("required"):
+        checks["missing_arguments_rejected"] = executor.execute(state, tool.name, {}).error_kind == \
+            "invalid_arguments"
+    if effect.key_arg:
+        missing = executor.execute(state, tool.name, {**args, effect.key_arg: MISSING_ID})
+        checks["not_found_fires"] = missing.error_kind == "not_found" and state.hash() == before
+    if effect.preconditions and effect.key_arg:
+        bad = witness_arguments(world, state, tool, ok=False)
+        if bad is not None:
+            outcome = executor.execute(state, tool.name, bad[0])
+            checks["precondition_fires"] = outcome.error_kind == "precondition" and state.hash() == before
+    if state.hash() != before:
+        raise ToolBrokeState(tool.name)
+    return checks
+
+
+class ToolBrokeState(Exception):
+    """A check changed the shared fixture (a read that writes, or a failed call that wrote anyway)."""
+
+
+def validate_tools(world: WorldSpec, state: WorldState) -> dict[str, dict[str, bool]]:
+    """tool name -> checks, for every tool of `world` on its seeded state. A tool that corrupts the shared
+    fixture fails (`fixture_kept`) and the fixture is rebuilt from a pristine copy."""
+    executor = ToolExecutor(world)
+    pristine = state.copy()
+    out: dict[str, dict[str, bool]] = {}
+    for tool in world.tools:
+        try:
+            out[tool.name] = check_tool(world, state, executor, tool)
+        except ToolBrokeState:
+            out[tool.name] = {"fixture_kept": False}
+            state = pristine.copy()
+    return out

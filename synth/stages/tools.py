@@ -1,0 +1,37 @@
+"""Stage 3, tools: derive a domain's tools by operators (synth.operators), evolve them by mutations
+(synth.mutations), and keep those that pass execution checks on the seeded world (synth.stages.toolcheck)."""
+
+from __future__ import annotations
+
+from envgym.world.spec import ToolSpec, WorldSpec
+from envgym.world.state import WorldState, generate_state
+from synth.model import DomainModel, ToolRecord
+from synth.mutations import mutate, signature
+from synth.operators import derive, unique_name
+from synth.seeds import item_rng
+from synth.stages.toolcheck import validate_tools
+from synth.stages.worlds import domain_entities
+
+
+def tool_world(domain: DomainModel, tools: list[ToolSpec]) -> WorldSpec:
+    return WorldSpec(name=domain.name, seed=domain.seed, entities=domain_entities(domain), tools=tools)
+
+
+def stage_tools(domain: DomainModel, master_seed: int) -> list[ToolRecord]:
+    """Every derived and mutated tool of one domain, each with its checks; `valid` when all passed."""
+    rng = item_rng(master_seed, "tools", domain.name)
+    made = []
+    taken: set[str] = set()
+    for tool in derive(domain, rng):
+        tool = mutate(tool, domain, rng)
+        name = unique_name(tool.spec.name, taken)
+        taken.add(name)
+        tool.spec = tool.spec.model_copy(update={"name": name})
+        made.append(tool)
+    world = tool_world(domain, [m.spec for m in made])
+    state: WorldState = generate_state(world)
+    checks = validate_tools(world, state)
+    return [ToolRecord(domain=domain.name, spec=m.spec.model_dump(mode="json", exclude_defaults=True),
+                       operator=m.operator, mutations=m.mutations, entity=m.entity, signature=signature(m.spec),
+                       checks=checks[m.spec.name], valid=all(checks[m.spec.name].values()), order=i)
+            for i, m in enumerate(made)]
