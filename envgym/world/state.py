@@ -6,6 +6,7 @@ import copy
 import hashlib
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,14 @@ def _deep_copy(value: Any) -> Any:
     if kind in _ATOMIC:
         return value
     return copy.deepcopy(value)
+
+
+def next_key(table: Mapping[str, Any], prefix: str = "", key_format: str = "{prefix}{index:04d}") -> str:
+    """The key of a new record: the first free `key_format` from index len(table) up (a world's key format)."""
+    index = len(table)
+    while (key := key_format.format(prefix=prefix, index=index)) in table:
+        index += 1
+    return key
 
 
 @dataclass(frozen=True)

@@ -7,18 +7,16 @@ in a tool implementation raises.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import random
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from envgym.world import query
+from envgym.world.folder import resolve_python
 from envgym.world.spec import Assertion, Effect, ToolSpec, WorldSpec
-from envgym.world.state import Record, WorldState
+from envgym.world.state import Record, WorldState, next_key
 from envgym.world.validate import compile_validator
 
 
@@ -180,45 +178,11 @@ def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any], world: 
     return ToolResult(True, values)
 
 
-def _load_module(env_dir: Path, module: str) -> ModuleType:
-    name = f"envgym_env_{env_dir.name.replace('-', '_')}_{module}"
-    if name in sys.modules:
-        return sys.modules[name]
-    path = env_dir / f"{module}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise FileNotFoundError(f"{path}: cannot load Python module for tools")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def resolve_python(env_dir: Path | None, ref: str) -> Callable[..., Any]:
-    """Resolve 'module:function' in an environment folder, or a dotted importable 'pkg.module:function'."""
-    module, _, func = ref.partition(":")
-    if not func:
-        raise ValueError(f"python reference {ref!r} must look like 'module:function'")
-    if env_dir is not None and (env_dir / f"{module}.py").exists():
-        mod = _load_module(env_dir, module)
-    else:
-        mod = importlib.import_module(module)
-    try:
-        fn: Callable[..., Any] = getattr(mod, func)
-        return fn
-    except AttributeError:
-        raise AttributeError(f"{ref}: module {module!r} has no function {func!r}") from None
-
-
 def _create_key(effect: Effect, world: WorldSpec, state: WorldState, values: dict[str, Any]) -> str:
     entity = world.entities[effect.entity]
     if values.get(entity.key) is not None:
         return str(values[entity.key])
-    table = state.table(effect.entity)
-    index = len(table)
-    while (key := entity.key_format.format(prefix=entity.prefix, index=index)) in table:
-        index += 1
-    return key
+    return next_key(state.table(effect.entity), entity.prefix, entity.key_format)
 
 
 class ToolExecutor:
