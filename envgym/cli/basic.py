@@ -92,7 +92,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         data.target_state(task)  # every reference solution must replay cleanly
     dump_tasks(tasks, directory / "tasks.jsonl")
     if args.json:
-        print_json({"env": env_id(data.name), "tasks": len(tasks), "path": str(directory / "tasks.jsonl")})
+        print_json({"env": resolve_id(args.env), "tasks": len(tasks), "path": str(directory / "tasks.jsonl")})
     else:
         stderr.print(f"wrote {len(tasks)} tasks to {directory / 'tasks.jsonl'}")
     return 0

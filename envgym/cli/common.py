@@ -8,6 +8,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from gymnasium.error import UnregisteredEnv
 from rich.console import Console
 
 from envgym.deploy import RenderError
@@ -28,6 +29,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     CliError,
     SpecError,
     UnknownEnvironmentError,
+    UnregisteredEnv,
     RenderError,
     FileNotFoundError,
     IsADirectoryError,

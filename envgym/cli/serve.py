@@ -12,6 +12,7 @@ import secrets
 import sys
 import tempfile
 
+from envgym.cli.common import add_json_flag, print_json
 from envgym.sandbox.limits import ENV_SERVER_LIMITS
 from envgym.sandbox.process import ExecDefaults
 from envgym.sandbox.server import make_http_server, serve_until_stopped
@@ -46,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     auth.add_argument("--no-auth", action="store_true", help="accept clients without a token (loopback only)")
     p.add_argument("--session-idle", type=float, default=600.0, help="close sessions idle this long (s)")
     p.add_argument("--max-sessions", type=int, default=4096)
+    add_json_flag(p)  # one object once it listens: {"env": id, "url": ...}
     p.set_defaults(func=run)
 
 
@@ -76,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
         port = server.server_address[1]
         auth = f"(token file: {token_file})" if token_file else "(no auth)"
         print(f"envgym serve: {env_id} on http://{args.host}:{port} {auth}", file=sys.stderr, flush=True)
+        if args.json:
+            print_json({"env": env_id, "url": f"http://{args.host}:{port}", "token_file": token_file})
         reason = serve_until_stopped(service, server)
         print(f"envgym serve: stopped ({reason})", file=sys.stderr, flush=True)
     return 0
