@@ -8,10 +8,8 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import gymnasium as gym
 import pytest
 
 from envgym.cli import build_parser, main
@@ -108,15 +106,6 @@ def test_json_flag_prints_one_object(argv: list[str], capsys: pytest.CaptureFixt
 def test_k8s_render_json_holds_the_documents(capsys: pytest.CaptureFixture[str]) -> None:
     rendered = run_json(capsys, "k8s", "render", "dev", "--engine", "python", "--json")
     assert rendered["count"] == len(rendered["documents"]) and rendered["documents"][0]["kind"] == "Namespace"
-
-
-@pytest.fixture
-def registry_restored() -> Iterator[None]:
-    """Environments registered by --env-dir in-process point into tmp_path: unregister them afterwards."""
-    before = set(gym.registry)
-    yield
-    for eid in set(gym.registry) - before:
-        del gym.registry[eid]
 
 
 @pytest.mark.usefixtures("registry_restored")

@@ -1,6 +1,6 @@
 """The stateful tool world: the file format, the state and tool execution."""
 
-from envgym.world.folder import LoadedEnvironment, load_module, resolve_python
+from envgym.world.folder import REQUIRED_FILES, LoadedEnvironment, load_module, resolve_python
 from envgym.world.spec import (
     Answer,
     Assertion,
@@ -17,6 +17,7 @@ from envgym.world.state import WorldState, generate_state, next_key
 from envgym.world.tools import ToolError, ToolExecutor, ToolResult
 
 __all__ = [
+    "REQUIRED_FILES",
     "Answer",
     "Assertion",
     "EntitySpec",
