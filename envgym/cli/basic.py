@@ -14,6 +14,7 @@ from envgym.cli.common import (
     CliError,
     add_env_dir_flag,
     add_json_flag,
+    add_policy_model_flags,
     positive_int,
     print_json,
     register_env_dirs,
@@ -177,10 +178,7 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-steps", type=positive_int, default=None)
     p.add_argument("--out", default=None, help="append trajectories to this JSONL file")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible server (policy openai)")
-    p.add_argument("--model", default=None, help="model name on that server")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--max-tokens", type=positive_int, default=256)
+    add_policy_model_flags(p)
     add_json_flag(p)
     add_env_dir_flag(p)
     p.set_defaults(func=cmd_run)

@@ -80,3 +80,11 @@ def register_env_dirs(args: argparse.Namespace) -> None:
     """Register the folders of --env-dir; this reads folder names only and runs none of their code."""
     for folder in args.env_dir:
         register_dir(folder)
+
+
+def add_policy_model_flags(parser: argparse.ArgumentParser) -> None:
+    """Where the local/openai policies' model lives and how it samples (run and eval)."""
+    parser.add_argument("--base-url", default=None, help="OpenAI-compatible server (policy openai)")
+    parser.add_argument("--model", default=None, help="model name on that server")
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--max-tokens", type=positive_int, default=256)
