@@ -129,9 +129,10 @@ def test_generate_json_names_the_rewritten_file(capsys: pytest.CaptureFixture[st
         (["eval", "calculator", "--task", "no-such-task"], "no task 'no-such-task'"),
         (["k8s", "render", "staging"], "overlay 'staging'"),
         (["run", "broken", "--env-dir", "{suite}"], "broken/world.yaml: invalid WorldSpec"),
+        (["serve", "nope", "--port", "0"], "`nope` doesn't exist"),
     ],
     ids=["unknown env", "not a number", "zero episodes", "missing folder", "unknown task", "unknown overlay",
-         "bad world file"],
+         "bad world file", "serve unknown env"],
 )
 def test_user_errors_are_one_line_and_exit_2(argv: list[str], named: str, tmp_path: Path) -> None:
     suite = tmp_path / "suite"
