@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from envgym.world.spec import WorldSpec
-from envgym.world.state import WorldState, generate_state
+from envgym.world.state import WorldState, generate_state, next_key
 
 
 def test_same_seed_same_records_and_hash(shop_world: WorldSpec) -> None:
@@ -58,3 +58,9 @@ def test_unique_fields_may_hold_lists() -> None:
     })
     tags = [p["tags"] for p in generate_state(world).table("posts").values()]
     assert sorted(map(tuple, tags)) == [("a",), ("a", "b"), ("b",)]
+
+
+def test_next_key_is_the_first_free_key_from_the_table_size() -> None:
+    assert next_key({}, "R") == "R0000"
+    assert next_key({"R0000": {}, "R0002": {}}, "R") == "R0003"  # R0002 is taken: skip it, never reuse R0001
+    assert next_key({"HAT000": {}}, "HAT", "{prefix}{index:03d}") == "HAT001"
