@@ -1,6 +1,7 @@
 """The stateful tool world: the file format, the state and tool execution."""
 
-from envgym.world.folder import REQUIRED_FILES, LoadedEnvironment, load_module, resolve_python
+from envgym.world.folder import REQUIRED_FILES, load_module, resolve_python
+from envgym.world.loaded import LoadedEnvironment
 from envgym.world.spec import (
     Answer,
     Assertion,

@@ -15,31 +15,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-from envgym.world.spec import SpecError, WorldSpec
-from envgym.world.state import WorldState
-
-if TYPE_CHECKING:
-    from envgym.world.tools import ToolExecutor
+from envgym.world.spec import SpecError
 
 REQUIRED_FILES = ("world.yaml", "tasks.jsonl", "policy.md", "README.md")
 """Every bundled environment folder holds these; tools.py, generate.py and hook modules are optional."""
 
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-class LoadedEnvironment(Protocol):
-    """What a folder's `generate.py` receives: the loaded world, its seeded initial state, the tool runner."""
-
-    @property
-    def world(self) -> WorldSpec: ...
-    @property
-    def initial(self) -> WorldState: ...
-    @property
-    def executor(self) -> ToolExecutor: ...
-    @property
-    def directory(self) -> Path | None: ...
 
 
 def load_module(folder: str | Path, module: str) -> ModuleType:
