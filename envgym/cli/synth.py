@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from envgym.cli.common import CliError, add_json_flag, print_json
+from envgym.cli.common import CliError, add_json_flag, print_json, stderr
 from envgym.llm import ChatModel
 
 
@@ -48,7 +48,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = SynthConfig(seed=args.seed, domains=args.domains, tasks_per_env=args.tasks_per_env, llm=spec)
     model = _model(args, Path(args.out) / SYNTH_DIR / "llm_cache.jsonl")
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, disable=args.json, console=console) as bar:
+    with Progress(*columns, disable=args.json, console=stderr) as bar:
         jobs: dict[str, Any] = {}
 
         def advance(stage: str, total: int) -> None:
@@ -84,7 +84,7 @@ def cmd_rollouts(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("[bold]rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, disable=args.json, console=console) as bar:
+    with Progress(*columns, disable=args.json, console=stderr) as bar:
         job = bar.add_task("rollouts", total=None)
 
         def advance(total: int) -> None:
