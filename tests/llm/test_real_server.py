@@ -164,8 +164,8 @@ def test_envgym_eval_against_the_server(
 def test_relative_judge_through_the_server(server: Server) -> None:
     opening = [{"role": "system", "content": "You help customers with orders."},
                {"role": "user", "content": "Where is order O1?"}]
-    group = [opening + [{"role": "assistant", "content": "Order O1 shipped yesterday."}],
-             opening + [{"role": "assistant", "content": "I don't know."}]]
+    group = [[*opening, {"role": "assistant", "content": "Order O1 shipped yesterday."}],
+             [*opening, {"role": "assistant", "content": "I don't know."}]]
     judge = RelativeJudge(OpenAIChatModel(server.model, base_url=server.base_url), JudgeConfig(max_tokens=48))
     before = server.chat_posts()
     result = judge.score_group(group, [])
