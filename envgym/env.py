@@ -15,6 +15,8 @@ The contract
     observation is the user's answer. Any string is a legal action: a malformed call gets an error observation that
     names the problem and the episode goes on; an action longer than ``action_space.max_length`` is refused with an
     error observation (``info["action_error"] == "action_too_long"``), neither executed nor added to the conversation.
+    Every text format of ``envgym.protocol`` is read (Hermes, Qwen3-Coder XML, pythonic, Mistral);
+    ``tool_format="<name>"`` pins one, for parsing and for the text the env writes back.
 
     ``terminated`` is True when the user ends the conversation (goal met or patience lost) or the agent ends it by
     writing ``###STOP###``. ``truncated`` is True when ``max_steps`` turns have been taken. The reward is 0 until the
@@ -72,8 +74,7 @@ from envgym.protocol import (
     INVALID_CALL_NAME,
     ParsedCall,
     parse_action,
-    render_observation,
-    render_tools_prompt,
+    renderer,
     tool_message,
 )
 from envgym.rewards.rubric import grade, replay_solution, total_reward
@@ -180,6 +181,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
         attack: str | None = None,
         tool_rewards: bool = True,
         tool_reward_weight: float = 0.0,
+        tool_format: str | None = None,
     ):
         if data is None:
             if env_dir is not None:
@@ -209,6 +211,9 @@ class ToolWorldEnv(gym.Env[str, Any]):
             if ref is not None
         }
         self._setup_security(guard, confirm, attack)
+        # Tool-call format: None reads every format and writes Hermes; a name pins both (envgym.protocol.FORMATS).
+        self.tool_format = None if tool_format in (None, "auto") else tool_format
+        self._renderer = renderer(self.tool_format)
         self.tool_rewards = tool_rewards
         self.tool_reward_weight = tool_reward_weight
         self.tool_reward_weights = ToolCallWeights()
@@ -251,7 +256,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
             {"role": "system", "content": self._system},
             {"role": "user", "content": self.user.opening()},
         ]
-        obs = f"system: {self._system}\n\n{render_tools_prompt(self._tools)}\n\nuser: {self.messages[1]['content']}"
+        obs = f"system: {self._system}\n\n{self._renderer.tools_prompt(self._tools)}\n\nuser: {self.messages[1]['content']}"
         return obs, self._info()
 
     def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -265,7 +270,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
         new: list[dict[str, Any]] = []
         terminated = False
         if refusal is None:
-            message, calls = parse_action(action, id_prefix=f"call_{self.steps}_")
+            message, calls = parse_action(action, id_prefix=f"call_{self.steps}_", fmt=self.tool_format)
             self.messages.append(message)
             if calls:
                 new = [self._run_call(call) for call in calls]
@@ -296,7 +301,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
             info.update(self._security_report())
         if refusal is not None:
             info["action_error"] = "action_too_long"
-        obs = refusal or (render_observation(new) if new else "(the conversation has ended)")
+        obs = refusal or (self._renderer.observation(new) if new else "(the conversation has ended)")
         return obs, reward, terminated, truncated, info
 
     # ---------------------------------------------------------------- oversized actions
@@ -316,7 +321,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":
-            return render_observation(self.messages)
+            return self._renderer.observation(self.messages)
         return None
 
     def close(self) -> None:
