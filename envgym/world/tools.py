@@ -107,7 +107,9 @@ def _refs(world: WorldSpec, entity: str) -> dict[str, str]:
 def _run_query(effect: Effect, world: WorldSpec, state: WorldState, args: dict[str, Any]) -> ToolResult:
     """The aggregate and update_many effects (filters, no single target record)."""
     table = state.table(effect.entity)
-    rows = query.filter_rows(list(table.values()), effect, args, compare)
+    # update_many writes the rows, so they are taken as this state's own copies; aggregate only reads.
+    rows = query.filter_rows(list(table.values() if effect.op == "update_many" else dict.values(table)), effect,
+                             args, compare)
     key = world.entities[effect.entity].key
     if effect.op == "aggregate":
         return ToolResult(True, query.aggregate(rows, effect, key))
@@ -121,17 +123,23 @@ def _run_query(effect: Effect, world: WorldSpec, state: WorldState, args: dict[s
 
 def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any], world: WorldSpec) -> ToolResult:
     table = state.table(effect.entity)
+    # Reads go through dict.get / dict.values: they see records without copying them (see world.state.Table),
+    # which is safe because only update and delete write, and those take the record through table[key] first.
+    records = dict.values(table)
     op = effect.op
     if op in ("aggregate", "update_many"):
         return _run_query(effect, world, state, args)
     if op in ("get", "update", "delete"):
         if effect.key_arg is not None:
             key = args.get(effect.key_arg)
-            record = table.get(key if type(key) is str else str(key))
-            match = {effect.key_arg: key}
+            key = key if type(key) is str else str(key)
+            record = dict.get(table, key)
+            match = {effect.key_arg: args.get(effect.key_arg)}
         else:
             match = {f: _arg(v, args) for f, v in effect.match.items()}
-            record = next((r for r in table.values() if all(r.get(f) == v for f, v in match.items())), None)
+            key, record = next(
+                ((k, r) for k, r in dict.items(table) if all(r.get(f) == v for f, v in match.items())), ("", None)
+            )
         if record is None:
             return ToolResult(False, error=_not_found(effect, args, match), error_kind="not_found")
         for pre in effect.preconditions:
@@ -143,16 +151,16 @@ def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any], world: 
             joined = query.expand(record, effect, state.tables, _refs(world, effect.entity))
             return ToolResult(True, _project(joined, effect.returns))
         if op == "delete":
-            key_field = next(k for k, r in table.items() if r is record)
-            del table[key_field]
-            return ToolResult(True, {"deleted": key_field})
+            del table[key]
+            return ToolResult(True, {"deleted": key})
+        record = table[key]  # this state's own copy, safe to change
         for fname, value in effect.set.items():
             record[fname] = copy.deepcopy(_arg(value, args))
         return ToolResult(True, _project(record, effect.returns))
     if op == "list":
         match = {f: _arg(v, args) for f, v in effect.match.items()}
         match = {f: v for f, v in match.items() if v is not None}
-        rows = [r for r in table.values() if all(r.get(f) == v for f, v in match.items())]
+        rows = [r for r in records if all(r.get(f) == v for f, v in match.items())]
         if effect.filters or effect.sort_by or effect.page_arg or effect.expand:
             rows = query.sort_and_page(query.filter_rows(rows, effect, args, compare), effect, args)
             refs = _refs(world, effect.entity)
@@ -163,7 +171,7 @@ def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any], world: 
         fields = effect.search_fields or None
         rows = [
             r
-            for r in table.values()
+            for r in records
             if any(needle in str(v).lower() for f, v in r.items() if fields is None or f in fields)
         ]
         if effect.filters or effect.sort_by or effect.page_arg:
@@ -267,10 +275,10 @@ def check_assertion(state: WorldState, assertion: Assertion) -> bool:
     """Whether one env assertion holds on `state`."""
     table = state.tables.get(assertion.entity, {})
     if assertion.key is not None:
-        record = table.get(assertion.key)
+        record = dict.get(table, assertion.key)  # read only: no copy-on-write copy (see world.state.Table)
     else:
         record = next(
-            (r for r in table.values() if all(r.get(k) == v for k, v in assertion.match.items())), None
+            (r for r in dict.values(table) if all(r.get(k) == v for k, v in assertion.match.items())), None
         )
     if assertion.field is None:
         return compare(record, assertion.op if assertion.op in ("exists", "not_exists") else "exists", None)
