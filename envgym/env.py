@@ -214,6 +214,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
         # Tool-call format: None reads every format and writes Hermes; a name pins both (envgym.protocol.FORMATS).
         self.tool_format = None if tool_format in (None, "auto") else tool_format
         self._renderer = renderer(self.tool_format)
+        self._tools_prompt = self._renderer.tools_prompt(self._tools)  # the same text every reset
         self.tool_rewards = tool_rewards
         self.tool_reward_weight = tool_reward_weight
         self.tool_reward_weights = ToolCallWeights()
@@ -256,7 +257,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
             {"role": "system", "content": self._system},
             {"role": "user", "content": self.user.opening()},
         ]
-        obs = f"system: {self._system}\n\n{self._renderer.tools_prompt(self._tools)}\n\nuser: {self.messages[1]['content']}"
+        obs = f"system: {self._system}\n\n{self._tools_prompt}\n\nuser: {self.messages[1]['content']}"
         return obs, self._info()
 
     def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:

@@ -209,10 +209,10 @@ class WorldState:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, WorldState):
             return NotImplemented
-        return self._plain() == other._plain() and self.resources == other.resources
+        return self.plain() == other.plain() and self.resources == other.resources
 
-    def _plain(self) -> dict[str, dict[str, Record]]:
-        """The tables as plain dicts over the current records, for readers (no record is copied)."""
+    def plain(self) -> dict[str, dict[str, Record]]:
+        """The tables as plain dicts over the current records, without copies: read them, never change them."""
         return {entity: dict(_raw_items(table)) for entity, table in self.tables.items()}
 
     def table(self, entity: str) -> dict[str, Record]:
@@ -251,7 +251,7 @@ class WorldState:
         return WorldState({e: _fork(t) for e, t in self.tables.items()})
 
     def canonical_json(self) -> str:
-        return json.dumps(self._plain(), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+        return json.dumps(self.plain(), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
     def hash(self) -> str:
         """sha256 of the canonical JSON of all tables: equal for equal data, whatever the insertion order."""
