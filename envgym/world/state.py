@@ -80,7 +80,7 @@ class Table(dict[str, Record]):
 
     def _own_all(self) -> None:
         if len(self._owned) != len(self):
-            for key, record in dict.items(self):
+            for key, record in list(dict.items(self)):
                 if key not in self._owned:
                     self._own(key, record)
 
@@ -88,11 +88,12 @@ class Table(dict[str, Record]):
         record = dict.__getitem__(self, key)
         return record if key in self._owned else self._own(key, record)
 
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
-        record = dict.get(self, key, _MISSING)
-        if record is _MISSING:
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in self._owned:
+            return dict.get(self, key, default)
+        if key not in self:
             return default
-        return record if key in self._owned else self._own(key, record)
+        return self._own(key, dict.__getitem__(self, key))
 
     def __setitem__(self, key: str, record: Record) -> None:
         dict.__setitem__(self, key, record)
@@ -102,7 +103,7 @@ class Table(dict[str, Record]):
         dict.__delitem__(self, key)
         self._owned.discard(key)
 
-    def pop(self, key: str, *default: Any) -> Any:  # type: ignore[override]
+    def pop(self, key: str, *default: Any) -> Any:
         if key not in self:
             return dict.pop(self, key, *default)
         record = self[key]
@@ -113,12 +114,12 @@ class Table(dict[str, Record]):
         key = next(reversed(self))
         return key, self.pop(key)
 
-    def setdefault(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+    def setdefault(self, key: str, default: Any = None) -> Any:
         if key not in self:
             self[key] = default
         return self[key]
 
-    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def update(self, *args: Any, **kwargs: Any) -> None:
         for key, record in dict(*args, **kwargs).items():
             self[key] = record
 
@@ -126,11 +127,11 @@ class Table(dict[str, Record]):
         dict.clear(self)
         self._owned.clear()
 
-    def values(self) -> Any:  # type: ignore[override]
+    def values(self) -> Any:
         self._own_all()
         return dict.values(self)
 
-    def items(self) -> Any:  # type: ignore[override]
+    def items(self) -> Any:
         self._own_all()
         return dict.items(self)
 
@@ -139,7 +140,7 @@ class Table(dict[str, Record]):
     def __iter__(self) -> Iterator[str]:
         return dict.__iter__(self)
 
-    def copy(self) -> Table:  # type: ignore[override]
+    def copy(self) -> Table:
         return Table({key: copy_record(record) for key, record in dict.items(self)})
 
     def __copy__(self) -> Table:
@@ -156,7 +157,7 @@ class Table(dict[str, Record]):
         merged.update(other)
         return merged
 
-    def __ior__(self, other: Any) -> Table:  # type: ignore[override,misc]
+    def __ior__(self, other: Any) -> Table:  # type: ignore[override]
         self.update(other)
         return self
 
@@ -180,8 +181,6 @@ class Table(dict[str, Record]):
         child._owned = set()
         return child
 
-
-_MISSING = object()
 
 
 def _raw_items(table: dict[str, Record]) -> Iterable[tuple[str, Record]]:
