@@ -23,10 +23,10 @@ class ParsedCall:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A call to render: a tool name and its JSON arguments."""
+    """A call to render: a tool name and its JSON arguments (an object; a string that did not decode is kept)."""
 
     name: str
-    arguments: dict[str, Any]
+    arguments: Any
 
 
 def invalid(call_id: str, raw: str, fmt: str, problem: str) -> ParsedCall:
