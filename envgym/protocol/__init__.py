@@ -36,7 +36,7 @@ _MARKERS = {hermes.NAME: OPEN, qwen_xml.NAME: qwen_xml.FUNCTION, mistral.NAME: m
 def _block_calls(bodies: list[str], calls: list[ParsedCall], id_prefix: str, allowed: frozenset[str]) -> None:
     """`<tool_call>` bodies: XML when they start with `<function=`, JSON otherwise."""
     for body in bodies:
-        xml = body.lstrip().startswith(qwen_xml.FUNCTION)
+        xml = qwen_xml.FUNCTION in body and body.lstrip().startswith(qwen_xml.FUNCTION)
         fmt = qwen_xml.NAME if xml else hermes.NAME
         if fmt not in allowed:
             calls.append(_wrong_format(f"{id_prefix}{len(calls)}", body, fmt, allowed))
