@@ -64,3 +64,8 @@ def call_from_object(obj: Any, call_id: str, raw: str, fmt: str) -> ParsedCall:
                               f"{fmt} tool call: arguments of {name} are not valid JSON: {exc.msg}")
         return checked(call_id, name, decoded, fmt, args)
     return checked(call_id, name, args, fmt)
+
+
+def tool_lines(tools: list[dict[str, Any]]) -> str:
+    """The tool schemas for a tools prompt, one JSON object a line."""
+    return "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)

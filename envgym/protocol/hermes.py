@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from envgym.protocol.calls import ParsedCall, ToolCall, call_from_object, invalid
+from envgym.protocol.calls import ParsedCall, ToolCall, call_from_object, invalid, tool_lines
 
 NAME = "hermes"
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
@@ -64,11 +64,10 @@ def render_result(content: str, call_id: str) -> str:
 
 def tools_prompt(tools: list[dict[str, Any]]) -> str:
     """The tools block for models whose chat template does not render tools (Hermes style)."""
-    specs = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
     return (
         "You can call these tools. To call one, write exactly\n"
         '<tool_call>{"name": "<tool name>", "arguments": {<JSON arguments>}}</tool_call>\n'
         "You may write several calls in one turn. Tool results come back in <tool_response> blocks. "
         "To answer the user, write plain text without a tool call.\n"
-        f"<tools>\n{specs}\n</tools>"
+        f"<tools>\n{tool_lines(tools)}\n</tools>"
     )

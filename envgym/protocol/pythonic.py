@@ -7,14 +7,13 @@ dicts of them). JSON spellings `true`, `false` and `null` are accepted because m
 from __future__ import annotations
 
 import ast
-import json
 import keyword
 import math
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from envgym.protocol.calls import ParsedCall, ToolCall, checked, invalid
+from envgym.protocol.calls import ParsedCall, ToolCall, checked, invalid, tool_lines
 
 NAME = "pythonic"
 _LLAMA4_TAGS = ("<|python_start|>", "<|python_end|>")
@@ -139,10 +138,9 @@ def render_result(content: str, call_id: str) -> str:
 
 
 def tools_prompt(tools: list[dict[str, Any]]) -> str:
-    specs = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
     return (
         "You can call these tools. To call them, answer with only a list of calls in Python syntax, e.g.\n"
         f"{_EXAMPLE}\n"
         "with keyword arguments whose values are literals. Tool results come back as ipython messages. To answer "
-        f"the user, write plain text.\nTools:\n{specs}"
+        f"the user, write plain text.\nTools:\n{tool_lines(tools)}"
     )

@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from envgym.protocol.calls import ParsedCall, ToolCall, checked, invalid
+from envgym.protocol.calls import ParsedCall, ToolCall, checked, invalid, tool_lines
 
 NAME = "qwen_xml"
 FUNCTION = "<function="
@@ -100,11 +100,10 @@ def render_calls(calls: Sequence[ToolCall]) -> str:
 
 
 def tools_prompt(tools: list[dict[str, Any]]) -> str:
-    specs = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
     return (
         "You can call these tools. To call one, write exactly\n"
         f"{_EXAMPLE}\n"
         "with one <parameter=...> block per argument. You may write several calls in one turn. Tool results come "
         "back in <tool_response> blocks. To answer the user, write plain text without a tool call.\n"
-        f"<tools>\n{specs}\n</tools>"
+        f"<tools>\n{tool_lines(tools)}\n</tools>"
     )
