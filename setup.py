@@ -1,4 +1,5 @@
-"""Ships the top-level environments/ folder inside the wheel as envgym/environments/ (see envgym.registry)."""
+"""Ships the top-level data folders inside the wheel: environments/ as envgym/environments/ (see
+envgym.registry) and k8s/ as envgym/k8s/ (see envgym.deploy), so an installed envgym finds both."""
 
 import shutil
 from pathlib import Path
@@ -6,13 +7,16 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
+DATA_FOLDERS = ("environments", "k8s")
 
-class BuildWithEnvironments(build_py):
+
+class BuildWithDataFolders(build_py):
     def run(self) -> None:
         super().run()
-        source = Path(__file__).parent / "environments"
-        target = Path(self.build_lib) / "envgym" / "environments"
-        shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+        for folder in DATA_FOLDERS:
+            source = Path(__file__).parent / folder
+            target = Path(self.build_lib) / "envgym" / folder
+            shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
 
 
-setup(cmdclass={"build_py": BuildWithEnvironments})
+setup(cmdclass={"build_py": BuildWithDataFolders})

@@ -16,7 +16,8 @@ The contract
     names the problem and the episode goes on; so does a tool that crashes (the observation names the tool and the
     exception, `info["tool_errors"]` says `tool_crashed`). An action longer than ``action_space.max_length`` is
     refused with an error observation (``info["action_error"] == "action_too_long"``), neither executed nor added to
-    the conversation.
+    the conversation. Every text format of ``envgym.protocol`` is read (Hermes, Qwen3-Coder XML, pythonic, Mistral);
+    ``tool_format="<name>"`` pins one, for parsing and for the text the env writes back.
 
     ``terminated`` is True when the user ends the conversation (goal met or patience lost) or the agent ends it by
     writing ``###STOP###``. ``truncated`` is True when ``max_steps`` turns have been taken. The reward is 0 until the
@@ -67,8 +68,7 @@ from envgym.protocol import (
     INVALID_CALL_NAME,
     ParsedCall,
     parse_action,
-    render_observation,
-    render_tools_prompt,
+    renderer,
     tool_message,
 )
 from envgym.rewards.rubric import grade, total_reward
@@ -107,6 +107,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
         attack: str | None = None,
         tool_rewards: bool = True,
         tool_reward_weight: float = 0.0,
+        tool_format: str | None = None,
     ):
         if data is None:
             if env_dir is not None:
@@ -138,6 +139,10 @@ class ToolWorldEnv(gym.Env[str, Any]):
         self.security = EpisodeGuard(data, guard, confirm, attack)
         self._default_seed = seed
         self._tools = data.executor.openai_tools()
+        # Tool-call format: None reads every format and writes Hermes; a name pins both (envgym.protocol.FORMATS).
+        self.tool_format = None if tool_format in (None, "auto") else tool_format
+        self._renderer = renderer(self.tool_format)
+        self._tools_prompt = self._renderer.tools_prompt(self._tools)  # the same text every reset
         self._hooks = self._resolve_hooks(data)
         self._write_tools = frozenset(t.name for t in data.world.tools if not t.read_only)
         policy, note = data.world.policy, self.security.system_note()
@@ -185,7 +190,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
             {"role": "system", "content": self._system},
             {"role": "user", "content": self.user.opening()},
         ]
-        obs = f"system: {self._system}\n\n{render_tools_prompt(self._tools)}\n\nuser: {self.messages[1]['content']}"
+        obs = f"system: {self._system}\n\n{self._tools_prompt}\n\nuser: {self.messages[1]['content']}"
         return obs, self._info([])
 
     def step(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -199,7 +204,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
         labels: list[dict[str, Any]] = []
         terminated = False
         if refusal is None:
-            message, calls = parse_action(action, id_prefix=f"call_{self.steps}_")
+            message, calls = parse_action(action, id_prefix=f"call_{self.steps}_", fmt=self.tool_format)
             self.messages.append(message)
             if calls:
                 new = [self._run_call(call, labels) for call in calls]
@@ -231,12 +236,12 @@ class ToolWorldEnv(gym.Env[str, Any]):
             info.update(self.security.report(self.state))
         if refusal is not None:
             info["action_error"] = "action_too_long"
-        obs = refusal or (render_observation(new) if new else "(the conversation has ended)")
+        obs = refusal or (self._renderer.observation(new) if new else "(the conversation has ended)")
         return obs, reward, terminated, truncated, info
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":
-            return render_observation(self.messages)
+            return self._renderer.observation(self.messages)
         return None
 
     def close(self) -> None:

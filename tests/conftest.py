@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
+import gymnasium as gym
 import pytest
 
 from envgym.world.spec import WorldSpec
@@ -59,3 +61,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     if os.environ.get("CI") == "true" and report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, where nothing may be skipped: {report.longrepr}"
+
+
+@pytest.fixture
+def registry_restored() -> Iterator[None]:
+    """Environments a test registers (e.g. through --env-dir) point into tmp_path: unregister them afterwards."""
+    before = set(gym.registry)
+    yield
+    for eid in set(gym.registry) - before:
+        del gym.registry[eid]

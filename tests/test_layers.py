@@ -18,7 +18,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("envgym.play",),
     ("envgym.sandbox", "envgym.remote", "envgym.serve", "envgym.train", "envgym.deploy", "envgym.k8s_render",
      "synth"),
-    ("envgym.cli", "envgym.cli_progress", "envgym.commands"),
+    ("envgym.cli",),
 ]
 
 

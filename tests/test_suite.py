@@ -3,8 +3,6 @@ exactly what the seeded generators produce."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import gymnasium as gym
 import pytest
 
@@ -12,6 +10,7 @@ from envgym.loader import load_environment
 from envgym.play.episode import run_episode
 from envgym.play.policies import OraclePolicy, RefusePolicy
 from envgym.registry import bundled_dir, env_dirs
+from envgym.world import load_module
 from envgym.world.spec import dump_tasks
 
 BUNDLED = [p.name for p in env_dirs(bundled_dir()) if (p / "generate.py").exists()]
@@ -34,9 +33,6 @@ def test_oracle_scores_one_and_refusal_zero_on_every_task(name: str) -> None:
 @pytest.mark.parametrize("name", BUNDLED)
 def test_task_files_are_reproduced_by_their_generators(name: str, tmp_path) -> None:
     folder = bundled_dir() / name
-    spec = importlib.util.spec_from_file_location(f"gen_{name}", folder / "generate.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_module(folder, "generate")
     dump_tasks(module.generate_tasks(load_environment(str(folder))), tmp_path / "tasks.jsonl")
     assert (tmp_path / "tasks.jsonl").read_bytes() == (folder / "tasks.jsonl").read_bytes()

@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+import envgym  # noqa: F401  (registers the bundled environments)
+from envgym.protocol import format_tool_call
 from envgym.world.spec import WorldSpec
-from envgym.world.state import WorldState, generate_state
+from envgym.world.state import WorldState, generate_state, next_key
 
 
 def test_same_seed_same_records_and_hash(shop_world: WorldSpec) -> None:
@@ -58,3 +68,98 @@ def test_unique_fields_may_hold_lists() -> None:
     })
     tags = [p["tags"] for p in generate_state(world).table("posts").values()]
     assert sorted(map(tuple, tags)) == [("a",), ("a", "b"), ("b",)]
+
+
+def test_next_key_is_the_first_free_key_from_the_table_size() -> None:
+    assert next_key({}, "R") == "R0000"
+    assert next_key({"R0000": {}, "R0002": {}}, "R") == "R0003"  # R0002 is taken: skip it, never reuse R0001
+    assert next_key({"HAT000": {}}, "HAT", "{prefix}{index:03d}") == "HAT001"
+
+
+# ---------------------------------------------------------------- copy-on-write: isolation between episodes
+
+
+def _write_calls(data: Any) -> dict[str, dict[str, Any]]:
+    """One reference-solution call of every write tool of an environment."""
+    writes = {t.name for t in data.world.tools if not t.read_only}
+    calls: dict[str, dict[str, Any]] = {}
+    for task in data.tasks:
+        for step in task.solution:
+            if step.name in writes:
+                calls.setdefault(step.name, step.arguments)
+    assert set(calls) == writes, f"no solution calls {sorted(writes - set(calls))}"
+    return calls
+
+
+@pytest.mark.parametrize("name", ["retail", "travel", "workspace"])
+def test_every_write_tool_leaves_the_next_episode_and_the_initial_world_untouched(name: str) -> None:
+    env = gym.make(f"envgym/{name}-v0", guard=False, max_steps=10**6).unwrapped
+    initial = env.data.initial
+    before = copy.deepcopy(initial.plain())
+    start = initial.hash()
+    env.reset(seed=0)
+    assert env.state.hash() == start
+    for tool, arguments in _write_calls(env.data).items():
+        previous = env.state.hash()
+        obs, *_ = env.step(format_tool_call(tool, arguments))
+        assert '"error"' not in obs, f"{tool}: {obs}"
+        assert env.state.hash() != previous, f"{tool} changed nothing"
+    env.reset(seed=1)
+    assert env.state.hash() == start
+    assert initial.plain() == before and initial.hash() == start
+
+
+def test_a_planted_attack_stays_in_its_episode() -> None:
+    env = gym.make("envgym/workspace-v0").unwrapped
+    start = env.data.initial.hash()
+    attack = env.security.attacks.attack_ids()[0]
+    env.reset(seed=0, options={"attack": attack})
+    assert env.state.hash() != start
+    env.reset(seed=0)
+    assert env.state.hash() == start == env.data.initial.hash()
+
+
+def test_a_copy_shares_records_until_one_side_hands_them_out() -> None:
+    state = WorldState({"t": {"x": {"k": [1]}, "y": {"k": [2]}}})
+    child = state.copy()
+    assert child.tables["t"].peek("x") is state.tables["t"].peek("x")  # nothing was copied
+    child.table("t")["x"]["k"].append(99)
+    assert state.table("t")["x"] == {"k": [1]} and child.table("t")["x"] == {"k": [1, 99]}
+    assert child.tables["t"].peek("y") is state.tables["t"].peek("y")  # only the record written was copied
+
+
+@pytest.mark.parametrize("take", [
+    dict, lambda t: {**t}, lambda t: t.copy(), copy.deepcopy, copy.copy, lambda t: pickle.loads(pickle.dumps(t)),
+    lambda t: dict(t.items()), lambda t: t | {}, lambda t: dict(zip(t.keys(), t.values(), strict=True)),
+    lambda t: {k: t.get(k) for k in t}, lambda t: {k: t.pop(k) for k in list(t)},
+])
+def test_no_way_of_reading_a_table_reaches_a_shared_record(take: Callable[[Any], dict[str, Any]]) -> None:
+    state = WorldState({"t": {"x": {"k": [1], "d": {"n": 1}}}})
+    child = state.copy()
+    for record in take(child.tables["t"]).values():
+        record["k"].append(99)
+        record["d"]["n"] = 2
+        record["new"] = True
+    assert state.table("t")["x"] == {"k": [1], "d": {"n": 1}}
+    assert state.copy().hash() == WorldState({"t": {"x": {"k": [1], "d": {"n": 1}}}}).hash()
+
+
+def test_copies_of_copies_stay_apart() -> None:
+    base = WorldState({"t": {"x": {"v": 0}}})
+    a = base.copy()
+    a.table("t")["x"]["v"] = 1
+    b = a.copy()  # forked after a wrote: a's own record becomes shared again
+    a.table("t")["x"]["v"] = 2
+    b.table("t")["x"]["v"] = 3
+    del a.table("t")["x"]
+    assert [s.tables["t"].get("x") for s in (base, a, b)] == [{"v": 0}, None, {"v": 3}]
+
+
+def test_restore_goes_back_to_the_snapshot_and_the_snapshot_stays_reusable(shop_world: WorldSpec) -> None:
+    state = generate_state(shop_world)
+    before, snap = state.hash(), state.snapshot()
+    for qty in (1000, 1001):
+        state.table("items")["I0000"]["qty"] = qty
+        assert state.hash() != before
+        state.restore(snap)
+        assert state.hash() == before == snap.hash()

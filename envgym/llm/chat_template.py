@@ -10,7 +10,7 @@ import contextlib
 import json
 from typing import Any
 
-from envgym.protocol import format_tool_call, render_tools_prompt
+from envgym.protocol import Renderer, ToolCall, detect_format, parse_text_calls, renderer
 
 
 def template_renders_tools(tokenizer: Any) -> bool:
@@ -19,24 +19,34 @@ def template_renders_tools(tokenizer: Any) -> bool:
     return isinstance(template, str) and "tools" in template
 
 
-def hermes_tool_call_text(tool_calls: list[dict[str, Any]]) -> str:
-    """OpenAI `tool_calls` as Hermes `<tool_call>` blocks (`envgym.protocol` format), one a line, in order."""
-    blocks = []
+def tool_format(tokenizer: Any) -> Renderer:
+    """The tool-call renderer this tokenizer's chat template speaks (markers in the template; Hermes if none)."""
+    template = getattr(tokenizer, "chat_template", None)
+    return renderer(detect_format(template if isinstance(template, str) else None))
+
+
+def _openai_calls(tool_calls: list[dict[str, Any]]) -> list[ToolCall]:
+    calls = []
     for call in tool_calls:
         function = call.get("function", call)
         arguments = function.get("arguments", {})
         if isinstance(arguments, str):
             with contextlib.suppress(json.JSONDecodeError):
                 arguments = json.loads(arguments)
-        blocks.append(format_tool_call(str(function.get("name")), arguments))
-    return "\n".join(blocks)
+        calls.append(ToolCall(str(function.get("name")), arguments))
+    return calls
 
 
-def _plain_message(message: dict[str, Any]) -> dict[str, Any]:
-    """A message whose `content` is a string, with assistant `tool_calls` folded into the text.
+def hermes_tool_call_text(tool_calls: list[dict[str, Any]]) -> str:
+    """OpenAI `tool_calls` as Hermes `<tool_call>` blocks (`envgym.protocol` format), one a line, in order."""
+    return renderer("hermes").calls(_openai_calls(tool_calls))
 
-    Assistant text that already holds `<tool_call>` blocks (the raw sampled text) is kept verbatim so the
-    re-render reproduces what the model generated.
+
+def _plain_message(message: dict[str, Any], render: Renderer) -> dict[str, Any]:
+    """A message whose `content` is a string, with assistant `tool_calls` folded into the text in `render`'s format.
+
+    Assistant text that already holds tool calls (the raw sampled text) is kept verbatim so the re-render
+    reproduces what the model generated.
     """
     content = message.get("content")
     if content is None:
@@ -44,8 +54,8 @@ def _plain_message(message: dict[str, Any]) -> dict[str, Any]:
     elif not isinstance(content, str):
         content = json.dumps(content, ensure_ascii=False)
     tool_calls = message.get("tool_calls")
-    if message.get("role") == "assistant" and tool_calls and "<tool_call>" not in content:
-        calls_text = hermes_tool_call_text(tool_calls)
+    if message.get("role") == "assistant" and tool_calls and not parse_text_calls(content, ""):
+        calls_text = render.calls(_openai_calls(tool_calls))
         content = f"{content}\n{calls_text}" if content else calls_text
     return {"role": message["role"], "content": content}
 
@@ -55,13 +65,15 @@ def prepare_messages(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
     """Messages and tools in the form `apply_chat_template` of this tokenizer accepts.
 
-    When the template does not render tools itself, the Hermes tools block of `envgym.protocol` is appended to the system
-    message (one is created if the conversation has none) and `tools` is returned as None.
+    Tool calls are written in the format the template speaks (`tool_format`). When the template does not render
+    tools itself, that format's tools block is appended to the system message (one is created if the conversation
+    has none) and `tools` is returned as None.
     """
-    plain = [_plain_message(m) for m in messages]
+    render = tool_format(tokenizer)
+    plain = [_plain_message(m, render) for m in messages]
     if not tools or template_renders_tools(tokenizer):
         return plain, tools or None
-    block = render_tools_prompt(tools)
+    block = render.tools_prompt(tools)
     if plain and plain[0]["role"] == "system":
         plain[0] = {"role": "system", "content": f"{plain[0]['content']}\n\n{block}"}
     else:

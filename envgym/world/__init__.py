@@ -1,12 +1,31 @@
 """The stateful tool world: the file format, the state and tool execution."""
 
-from envgym.world.spec import EntitySpec, TaskSpec, ToolSpec, WorldSpec, load_tasks, load_world
-from envgym.world.state import WorldState, generate_state
+from envgym.world.folder import REQUIRED_FILES, load_module, resolve_python
+from envgym.world.loaded import LoadedEnvironment
+from envgym.world.spec import (
+    Answer,
+    Assertion,
+    EntitySpec,
+    SpecError,
+    TaskSpec,
+    ToolCall,
+    ToolSpec,
+    WorldSpec,
+    load_tasks,
+    load_world,
+)
+from envgym.world.state import WorldState, generate_state, next_key
 from envgym.world.tools import ToolError, ToolExecutor, ToolResult
 
 __all__ = [
+    "REQUIRED_FILES",
+    "Answer",
+    "Assertion",
     "EntitySpec",
+    "LoadedEnvironment",
+    "SpecError",
     "TaskSpec",
+    "ToolCall",
     "ToolError",
     "ToolExecutor",
     "ToolResult",
@@ -14,6 +33,9 @@ __all__ = [
     "WorldSpec",
     "WorldState",
     "generate_state",
+    "load_module",
     "load_tasks",
     "load_world",
+    "next_key",
+    "resolve_python",
 ]

@@ -14,13 +14,6 @@ class UnknownTaskError(KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class UnknownEnvironmentError(KeyError):
-    """An environment name or id that is not registered, or not backed by a folder."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
 class UnknownEntityError(KeyError):
     """An entity (table) name that the world does not have."""
 
@@ -30,10 +23,6 @@ class UnknownEntityError(KeyError):
 
 class EnvConfigError(ValueError):
     """An env setting that cannot work: no tasks, an unknown user simulator, confirmation mode or attack."""
-
-
-class BadReferenceError(ValueError):
-    """A `module:function` reference (python tools, hooks, attack suites) that is malformed."""
 
 
 class UnknownComparisonError(ValueError):

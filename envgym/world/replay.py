@@ -28,10 +28,10 @@ def check_assertion(state: WorldState, assertion: Assertion) -> bool:
     """Whether one env assertion holds on `state`."""
     table = state.tables.get(assertion.entity, {})
     if assertion.key is not None:
-        record = table.get(assertion.key)
+        record = dict.get(table, assertion.key)  # read only: no copy-on-write copy (see world.state.Table)
     else:
         record = next(
-            (r for r in table.values() if all(r.get(k) == v for k, v in assertion.match.items())), None
+            (r for r in dict.values(table) if all(r.get(k) == v for k, v in assertion.match.items())), None
         )
     if assertion.field is None:
         return compare(record, assertion.op if assertion.op in ("exists", "not_exists") else "exists", None)

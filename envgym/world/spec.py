@@ -336,12 +336,33 @@ def _format_validation_error(path: Path | str, err: ValidationError, prefix: str
     return "\n".join(lines)
 
 
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without aliases: a few KB of nested aliases (a "billion laughs") expand to billions of nodes, which
+    then hang every copy and hash of the world. A world file gains nothing from them that plain YAML lacks."""
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.YAMLError(
+                f"YAML alias *{event.anchor} at line {event.start_mark.line + 1}: aliases are not allowed in world "
+                f"files (write the value out)"
+            )
+        return super().compose_node(parent, index)
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    """Writes a value shared in memory out in full each time, so the file loads with `_NoAliasLoader`."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def load_world(path: str | Path) -> WorldSpec:
     """Load a world from a YAML or JSON file; a bad file raises SpecError naming the file, the path and the problem."""
     path = Path(path)
     try:
         text = path.read_text()
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=_NoAliasLoader)
     except (OSError, yaml.YAMLError, json.JSONDecodeError) as exc:
         raise SpecError(f"{path}: cannot read world file: {exc}") from exc
     if not isinstance(data, dict):
@@ -356,17 +377,21 @@ def load_tasks(path: str | Path) -> list[TaskSpec]:
     """Load tasks from JSONL (one TaskSpec per line); errors name the file and line."""
     path = Path(path)
     tasks: list[TaskSpec] = []
+    first_line: dict[str, int] = {}  # task id -> the line it first appeared on; one pass, not a count per id
+    duplicates: list[str] = []
     for lineno, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            tasks.append(TaskSpec.model_validate_json(line))
+            task = TaskSpec.model_validate_json(line)
         except ValidationError as exc:
             raise SpecError(_format_validation_error(f"{path}:{lineno}", exc)) from exc
-    ids = [t.id for t in tasks]
-    if len(set(ids)) != len(ids):
-        dup = sorted({i for i in ids if ids.count(i) > 1})
-        raise SpecError(f"{path}: duplicate task ids {dup[:5]}")
+        seen = first_line.setdefault(task.id, lineno)
+        if seen != lineno:
+            duplicates.append(f"{task.id!r} on lines {seen} and {lineno}")
+        tasks.append(task)
+    if duplicates:
+        raise SpecError(f"{path}: duplicate task ids: {'; '.join(duplicates[:5])}")
     return tasks
 
 
@@ -379,7 +404,8 @@ def dump_tasks(tasks: Iterable[TaskSpec], path: str | Path) -> None:
 def dump_world(world: WorldSpec, path: str | Path) -> None:
     """Write a world as YAML, omitting fields left at their defaults, byte-stable for the same world."""
     data = world.model_dump(mode="json", exclude_defaults=True)
-    Path(path).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100))
+    text = yaml.dump(data, Dumper=_NoAliasDumper, sort_keys=False, allow_unicode=True, width=100)
+    Path(path).write_text(text)
 
 
 def format_json_schema() -> dict[str, Any]:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import copy
+import datetime
+import decimal
 import hashlib
 import json
 import random
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,19 +19,14 @@ if TYPE_CHECKING:
     from faker import Faker
 
 Record = dict[str, Any]
-_ATOMIC = (str, int, float, bool, type(None))
 
 
-def _deep_copy(value: Any) -> Any:
-    """copy.deepcopy for JSON-like data, several times faster; other objects still go through deepcopy."""
-    kind = type(value)
-    if kind is dict:
-        return {k: v if type(v) in _ATOMIC else _deep_copy(v) for k, v in value.items()}
-    if kind is list:
-        return [v if type(v) in _ATOMIC else _deep_copy(v) for v in value]
-    if kind in _ATOMIC:
-        return value
-    return copy.deepcopy(value)
+def next_key(table: Mapping[str, Any], prefix: str = "", key_format: str = "{prefix}{index:04d}") -> str:
+    """The key of a new record: the first free `key_format` from index len(table) up (a world's key format)."""
+    index = len(table)
+    while (key := key_format.format(prefix=prefix, index=index)) in table:
+        index += 1
+    return key
 
 
 @dataclass(frozen=True)
@@ -43,9 +41,160 @@ class Change:
     after: Any = None
 
 
-@dataclass
+# Values that no one can change in place, so a copied record may share them with its original.
+_ATOMIC: frozenset[type] = frozenset({str, int, float, bool, type(None), bytes, datetime.date, datetime.datetime,
+                                      datetime.time, decimal.Decimal})
+
+
+def copy_record(value: Any) -> Any:
+    """A deep copy of JSON-like data, several times faster than copy.deepcopy (other types fall back to it)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _ATOMIC else copy_record(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _ATOMIC else copy_record(v) for v in value]
+    if kind in _ATOMIC:
+        return value
+    return copy.deepcopy(value)
+
+
+class Table(dict[str, Record]):
+    """One entity's records, copy-on-write: records shared with other states are copied on first access.
+
+    A record whose key is not in `_owned` may be shared with the state this one was copied from (or with its
+    copies) and must never be changed in place; every accessor that hands a record out copies it first, so a tool
+    may mutate whatever it gets. `peek`, `peek_values` and `peek_items` hand out records without copying, for
+    readers that never write (hashing, diffs, read-only tools).
+    """
+
+    __slots__ = ("_owned",)
+
+    def __init__(self, records: dict[str, Record] | None = None, owned: bool = True):
+        super().__init__(records or {})
+        self._owned: set[str] = set(self) if owned else set()
+
+    def _own(self, key: str, record: Record) -> Record:
+        record = copy_record(record)
+        dict.__setitem__(self, key, record)
+        self._owned.add(key)
+        return record
+
+    def _own_all(self) -> None:
+        if len(self._owned) != len(self):
+            for key, record in list(dict.items(self)):
+                if key not in self._owned:
+                    self._own(key, record)
+
+    def __getitem__(self, key: str) -> Record:
+        record = dict.__getitem__(self, key)
+        return record if key in self._owned else self._own(key, record)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in self._owned:
+            return dict.get(self, key, default)
+        if key not in self:
+            return default
+        return self._own(key, dict.__getitem__(self, key))
+
+    def __setitem__(self, key: str, record: Record) -> None:
+        dict.__setitem__(self, key, record)
+        self._owned.add(key)
+
+    def __delitem__(self, key: str) -> None:
+        dict.__delitem__(self, key)
+        self._owned.discard(key)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        if key not in self:
+            return dict.pop(self, key, *default)
+        record = self[key]
+        self.__delitem__(key)
+        return record
+
+    def popitem(self) -> tuple[str, Record]:
+        key = next(reversed(self))
+        return key, self.pop(key)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, record in dict(*args, **kwargs).items():
+            self[key] = record
+
+    def clear(self) -> None:
+        dict.clear(self)
+        self._owned.clear()
+
+    def values(self) -> Any:
+        self._own_all()
+        return dict.values(self)
+
+    def items(self) -> Any:
+        self._own_all()
+        return dict.items(self)
+
+    # Overriding __iter__ keeps dict(table) and {**table} off CPython's fast path, which would read shared
+    # records without copying them; they go through keys() and __getitem__ instead.
+    def __iter__(self) -> Iterator[str]:
+        return dict.__iter__(self)
+
+    def copy(self) -> Table:
+        return Table({key: copy_record(record) for key, record in dict.items(self)})
+
+    def __copy__(self) -> Table:
+        return self.copy()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Table:
+        return self.copy()
+
+    def __reduce__(self) -> Any:
+        return (Table, (dict(dict.items(self)),))  # pickling copies the records anyway
+
+    def __or__(self, other: Any) -> Table:  # type: ignore[override]
+        merged = self.copy()
+        merged.update(other)
+        return merged
+
+    def __ior__(self, other: Any) -> Table:  # type: ignore[override]
+        self.update(other)
+        return self
+
+    def peek(self, key: str) -> Record | None:
+        """The record without a copy: read it, never change it."""
+        return dict.get(self, key)
+
+    def peek_values(self) -> Iterable[Record]:
+        """The records without copies: read them, never change them."""
+        return dict.values(self)
+
+    def peek_items(self) -> Iterable[tuple[str, Record]]:
+        """(key, record) pairs without copies: read them, never change them."""
+        return dict.items(self)
+
+    def fork(self) -> Table:
+        """A copy that shares every record with this table; from now on both copy a record before handing it out."""
+        self._owned.clear()
+        child = Table.__new__(Table)
+        dict.update(child, dict.items(self))
+        child._owned = set()
+        return child
+
+
+
+def _raw_items(table: dict[str, Record]) -> Iterable[tuple[str, Record]]:
+    return dict.items(table)
+
+
+@dataclass(eq=False)
 class WorldState:
     """The mutable state of one episode: `tables[entity][key] -> record`.
+
+    Tables are copy-on-write (`Table`): `copy()` shares records with the copy instead of copying the world, and a
+    record is copied the first time either side hands it out. Read and write records through the tables as plain
+    dicts; whatever they hand out is this state's own.
 
     `resources` holds per-episode objects that are not data (a sandbox handle, a client); it is never hashed,
     snapshotted or shown to the agent.
@@ -53,6 +202,18 @@ class WorldState:
 
     tables: dict[str, dict[str, Record]]
     resources: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.tables = {e: t if isinstance(t, Table) else Table(t) for e, t in self.tables.items()}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, WorldState):
+            return NotImplemented
+        return self.plain() == other.plain() and self.resources == other.resources
+
+    def plain(self) -> dict[str, dict[str, Record]]:
+        """The tables as plain dicts over the current records, without copies: read them, never change them."""
+        return {entity: dict(_raw_items(table)) for entity, table in self.tables.items()}
 
     def table(self, entity: str) -> dict[str, Record]:
         try:
@@ -63,6 +224,10 @@ class WorldState:
     def get(self, entity: str, key: str) -> Record | None:
         return self.table(entity).get(key)
 
+    def peek(self, entity: str, key: str) -> Record | None:
+        """A record for reading only (never change it): no copy is made."""
+        return dict.get(self.table(entity), key)
+
     def put(self, entity: str, key: str, record: Record) -> None:
         self.table(entity)[key] = record
 
@@ -70,17 +235,20 @@ class WorldState:
         return self.table(entity).pop(key, None)
 
     def find(self, entity: str, **match: Any) -> list[Record]:
-        return [r for r in self.table(entity).values() if all(r.get(k) == v for k, v in match.items())]
+        table = self.table(entity)
+        return [table[k] for k, r in _raw_items(table) if all(r.get(f) == v for f, v in match.items())]
 
-    def snapshot(self) -> dict[str, dict[str, Record]]:
-        """A deep copy of the tables (resources are not data and are left out)."""
-        return _deep_copy(self.tables)
+    def snapshot(self) -> WorldState:
+        """A frozen copy of the tables to `restore` later (resources are not data and are left out)."""
+        return self.copy()
 
-    def restore(self, snapshot: dict[str, dict[str, Record]]) -> None:
-        self.tables = _deep_copy(snapshot)
+    def restore(self, snapshot: WorldState) -> None:
+        """Go back to `snapshot` (it stays reusable): the tables share its records again."""
+        self.tables = snapshot.copy().tables
 
     def copy(self) -> WorldState:
-        return WorldState(self.snapshot())
+        """An independent state with the same records, made without copying them (see `Table`)."""
+        return WorldState({e: _fork(t) for e, t in self.tables.items()})
 
     # Resources are process-local handles (a sandbox, a client, a finalizer): pickles and deep copies carry the
     # data only, as `copy` does, and whoever needs a resource acquires its own.
@@ -88,7 +256,7 @@ class WorldState:
         return {"tables": self.tables, "resources": {}}
 
     def canonical_json(self) -> str:
-        return json.dumps(self.tables, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+        return json.dumps(self.plain(), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
     def hash(self) -> str:
         """sha256 of the canonical JSON of all tables: equal for equal data, whatever the insertion order."""
@@ -98,7 +266,8 @@ class WorldState:
         """Changes that turn `self` into `other`, sorted by entity, key and field."""
         changes: list[Change] = []
         for entity in sorted(set(self.tables) | set(other.tables)):
-            mine, theirs = self.tables.get(entity, {}), other.tables.get(entity, {})
+            mine = dict(_raw_items(self.tables.get(entity, {})))
+            theirs = dict(_raw_items(other.tables.get(entity, {})))
             for key in sorted(set(mine) | set(theirs)):
                 a, b = mine.get(key), theirs.get(key)
                 if a is None and b is not None:
@@ -110,6 +279,13 @@ class WorldState:
                         if a.get(fname) != b.get(fname):
                             changes.append(Change(entity, key, "changed", fname, a.get(fname), b.get(fname)))
         return changes
+
+
+def _fork(table: dict[str, Record]) -> Table:
+    if isinstance(table, Table):
+        return table.fork()
+    # A plain dict put into `tables` by hand: its owner may still change it, so the copy cannot share it.
+    return Table({k: copy_record(r) for k, r in table.items()})
 
 
 def _order_entities(entities: dict[str, EntitySpec]) -> list[str]:

@@ -7,20 +7,18 @@ that raises something other than `ToolError` (a bug, a sandbox timing out) is re
 from __future__ import annotations
 
 import copy
-import importlib.util
 import random
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from envgym.world import query
-from envgym.world.errors import BadReferenceError, UnknownComparisonError
+from envgym.world.errors import UnknownComparisonError
+from envgym.world.folder import resolve_python
 from envgym.world.spec import Effect, ToolSpec, WorldSpec
-from envgym.world.state import Record, WorldState
+from envgym.world.state import Record, WorldState, next_key
 from envgym.world.validate import compile_validator
 
 
@@ -121,7 +119,9 @@ def _refs(world: WorldSpec, entity: str) -> dict[str, str]:
 def _run_query(effect: Effect, world: WorldSpec, state: WorldState, args: dict[str, Any]) -> ToolResult:
     """The aggregate and update_many effects (filters, no single target record)."""
     table = state.table(effect.entity)
-    rows = query.filter_rows(list(table.values()), effect, args, compare)
+    # update_many writes the rows, so they are taken as this state's own copies; aggregate only reads.
+    rows = query.filter_rows(list(table.values() if effect.op == "update_many" else dict.values(table)), effect,
+                             args, compare)
     key = world.entities[effect.entity].key
     if effect.op == "aggregate":
         return ToolResult(True, query.aggregate(rows, effect, key))
@@ -135,17 +135,23 @@ def _run_query(effect: Effect, world: WorldSpec, state: WorldState, args: dict[s
 
 def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any], world: WorldSpec) -> ToolResult:
     table = state.table(effect.entity)
+    # Reads go through dict.get / dict.values: they see records without copying them (see world.state.Table),
+    # which is safe because only update and delete write, and those take the record through table[key] first.
+    records = dict.values(table)
     op = effect.op
     if op in ("aggregate", "update_many"):
         return _run_query(effect, world, state, args)
     if op in ("get", "update", "delete"):
         if effect.key_arg is not None:
             key = args.get(effect.key_arg)
-            record = table.get(key if type(key) is str else str(key))
-            match = {effect.key_arg: key}
+            key = key if type(key) is str else str(key)
+            record = dict.get(table, key)
+            match = {effect.key_arg: args.get(effect.key_arg)}
         else:
             match = {f: _arg(v, args) for f, v in effect.match.items()}
-            record = next((r for r in table.values() if all(r.get(f) == v for f, v in match.items())), None)
+            key, record = next(
+                ((k, r) for k, r in dict.items(table) if all(r.get(f) == v for f, v in match.items())), ("", None)
+            )
         if record is None:
             return ToolResult(False, error=_not_found(effect, args, match), error_kind=ToolErrorKind.NOT_FOUND)
         for pre in effect.preconditions:
@@ -157,16 +163,16 @@ def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any], world: 
             joined = query.expand(record, effect, state.tables, _refs(world, effect.entity))
             return ToolResult(True, _project(joined, effect.returns))
         if op == "delete":
-            key_field = next(k for k, r in table.items() if r is record)
-            del table[key_field]
-            return ToolResult(True, {"deleted": key_field})
+            del table[key]
+            return ToolResult(True, {"deleted": key})
+        record = table[key]  # this state's own copy, safe to change
         for fname, value in effect.set.items():
             record[fname] = copy.deepcopy(_arg(value, args))
         return ToolResult(True, _project(record, effect.returns))
     if op == "list":
         match = {f: _arg(v, args) for f, v in effect.match.items()}
         match = {f: v for f, v in match.items() if v is not None}
-        rows = [r for r in table.values() if all(r.get(f) == v for f, v in match.items())]
+        rows = [r for r in records if all(r.get(f) == v for f, v in match.items())]
         if effect.filters or effect.sort_by or effect.page_arg or effect.expand:
             rows = query.sort_and_page(query.filter_rows(rows, effect, args, compare), effect, args)
             refs = _refs(world, effect.entity)
@@ -177,7 +183,7 @@ def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any], world: 
         fields = effect.search_fields or None
         rows = [
             r
-            for r in table.values()
+            for r in records
             if any(needle in str(v).lower() for f, v in r.items() if fields is None or f in fields)
         ]
         if effect.filters or effect.sort_by or effect.page_arg:
@@ -192,45 +198,11 @@ def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any], world: 
     return ToolResult(True, values)
 
 
-def _load_module(env_dir: Path, module: str) -> ModuleType:
-    name = f"envgym_env_{env_dir.name.replace('-', '_')}_{module}"
-    if name in sys.modules:
-        return sys.modules[name]
-    path = env_dir / f"{module}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise FileNotFoundError(f"{path}: cannot load Python module for tools")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def resolve_python(env_dir: Path | None, ref: str) -> Callable[..., Any]:
-    """Resolve 'module:function' in an environment folder, or a dotted importable 'pkg.module:function'."""
-    module, _, func = ref.partition(":")
-    if not func:
-        raise BadReferenceError(f"python reference {ref!r} must look like 'module:function'")
-    if env_dir is not None and (env_dir / f"{module}.py").exists():
-        mod = _load_module(env_dir, module)
-    else:
-        mod = importlib.import_module(module)
-    try:
-        fn: Callable[..., Any] = getattr(mod, func)
-        return fn
-    except AttributeError:
-        raise AttributeError(f"{ref}: module {module!r} has no function {func!r}") from None
-
-
 def _create_key(effect: Effect, world: WorldSpec, state: WorldState, values: dict[str, Any]) -> str:
     entity = world.entities[effect.entity]
     if values.get(entity.key) is not None:
         return str(values[entity.key])
-    table = state.table(effect.entity)
-    index = len(table)
-    while (key := entity.key_format.format(prefix=entity.prefix, index=index)) in table:
-        index += 1
-    return key
+    return next_key(state.table(effect.entity), entity.prefix, entity.key_format)
 
 
 class ToolExecutor:

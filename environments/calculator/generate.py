@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import random
 
-from envgym.loader import EnvironmentData
-from envgym.world.spec import Answer, TaskSpec, ToolCall
+from envgym.world import Answer, LoadedEnvironment, TaskSpec, ToolCall
 
 SEED = 4
 COUNT = 200
 
 
-def generate_tasks(data: EnvironmentData) -> list[TaskSpec]:
+def generate_tasks(data: LoadedEnvironment) -> list[TaskSpec]:
     rng = random.Random(SEED)
     tasks = []
     for i in range(COUNT):

@@ -7,16 +7,13 @@ also the oracle's `write_file` call, so the oracle passes every hidden test by c
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import random
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from envgym.loader import EnvironmentData
-from envgym.world.spec import TaskSpec, ToolCall
+from envgym.world import LoadedEnvironment, TaskSpec, ToolCall, load_module
 
 SEED = 5
 GENERATED_CASES = 10  # hidden cases drawn per problem, on top of its fixed edge cases
@@ -25,15 +22,7 @@ SOLUTION_FILE = "solution.py"
 
 
 def _problems_module() -> ModuleType:
-    # Loaded by path: an environment folder is data, not an importable package.
-    name = "envgym_env_code_problems"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("problems.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return load_module(Path(__file__).parent, "problems")
 
 
 def _reference(source: str, function: str) -> Any:
@@ -59,7 +48,7 @@ def _opening(problem: Any, visible: list[dict[str, Any]]) -> str:
     )
 
 
-def generate_tasks(data: EnvironmentData) -> list[TaskSpec]:
+def generate_tasks(data: LoadedEnvironment) -> list[TaskSpec]:
     tasks = []
     for problem in _problems_module().PROBLEMS:
         rng = random.Random(f"{SEED}:{problem.function}")

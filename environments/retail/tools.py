@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envgym.world import ToolError, WorldState
+from envgym.world import ToolError, WorldState, next_key
 
 
 def place_order(state: WorldState, user_id: str, product_id: str, quantity: int) -> dict[str, Any]:
@@ -18,9 +18,7 @@ def place_order(state: WorldState, user_id: str, product_id: str, quantity: int)
         raise ToolError(f"only {product['stock']} of {product_id} in stock, cannot order {quantity}")
     product["stock"] -= quantity
     orders = state.table("orders")
-    order_id = f"#W{len(orders):04d}"
-    while order_id in orders:
-        order_id = f"#W{int(order_id[2:]) + 1:04d}"
+    order_id = next_key(orders, "#W")
     order = {
         "order_id": order_id,
         "user_id": user_id,

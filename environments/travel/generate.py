@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import random
 
-from envgym.loader import EnvironmentData
-from envgym.world.spec import Answer, Assertion, TaskSpec, ToolCall
+from envgym.world import Answer, Assertion, LoadedEnvironment, TaskSpec, ToolCall
 
 SEED = 77
 
@@ -14,7 +13,7 @@ def _call(name: str, **arguments: object) -> ToolCall:
     return ToolCall(name=name, arguments=dict(arguments))
 
 
-def generate_tasks(data: EnvironmentData) -> list[TaskSpec]:
+def generate_tasks(data: LoadedEnvironment) -> list[TaskSpec]:
     rng = random.Random(SEED)
     users = data.initial.tables["users"]
     flights = data.initial.tables["flights"]

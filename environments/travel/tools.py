@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envgym.world import ToolError, WorldState
+from envgym.world import ToolError, WorldState, next_key
 
 
 def book_reservation(state: WorldState, user_id: str, flight_number: str, passengers: int, cabin: str) -> dict[str, Any]:
@@ -19,11 +19,8 @@ def book_reservation(state: WorldState, user_id: str, flight_number: str, passen
         raise ToolError(f"flight {flight_number} has only {flight['seats_available']} seats left")
     flight["seats_available"] -= passengers
     table = state.table("reservations")
-    index = len(table)
-    while f"R{index:04d}" in table:
-        index += 1
     reservation = {
-        "reservation_id": f"R{index:04d}", "user_id": user_id, "flight_number": flight_number,
+        "reservation_id": next_key(table, "R"), "user_id": user_id, "flight_number": flight_number,
         "passengers": passengers, "cabin": cabin, "bags": 0, "status": "confirmed",
     }
     table[reservation["reservation_id"]] = reservation

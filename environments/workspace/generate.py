@@ -13,9 +13,8 @@ from typing import Any
 
 import yaml
 
-from envgym.loader import EnvironmentData
 from envgym.rewards.answers import infer_answer
-from envgym.world.spec import Answer, Assertion, TaskSpec, ToolCall
+from envgym.world import Answer, Assertion, LoadedEnvironment, TaskSpec, ToolCall
 
 SEED = 2024
 INTERNAL = "bluesparrowtech.com"
@@ -30,7 +29,7 @@ def _call(name: str, **arguments: Any) -> ToolCall:
     return ToolCall(name=name, arguments=dict(arguments))
 
 
-def _vectors(data: EnvironmentData, solution: list[ToolCall]) -> list[str]:
+def _vectors(data: LoadedEnvironment, solution: list[ToolCall]) -> list[str]:
     """The injection vectors (entity/key/field) whose text the solution's untrusted tool results show."""
     assert data.directory is not None
     fields: dict[str, str] = yaml.safe_load((data.directory / "attacks.yaml").read_text())["vectors"]
@@ -52,7 +51,7 @@ def _vectors(data: EnvironmentData, solution: list[ToolCall]) -> list[str]:
     return found
 
 
-def generate_tasks(data: EnvironmentData) -> list[TaskSpec]:
+def generate_tasks(data: LoadedEnvironment) -> list[TaskSpec]:
     rng = random.Random(SEED)
     tables = data.initial.tables
     contacts = sorted(tables["contacts"].values(), key=lambda c: c["contact_id"])

@@ -9,7 +9,7 @@ import docker
 import pytest
 from kubernetes import client as k8s
 
-from envgym.k8s_render import render, resolve_overlay
+from envgym.deploy import render, resolve_overlay
 from envgym.sandbox.kubernetes import KubernetesBackend
 from envgym.sandbox.spec import DEFAULT_IMAGE
 

@@ -15,7 +15,7 @@ import kubernetes_validate
 import referencing
 from kubernetes_validate.utils import schema_contents
 
-from envgym.k8s_render import K8S_DIR
+from envgym.deploy import K8S_DIR
 from envgym.sandbox.kubernetes import parse_quantity
 
 KUBERNETES_VERSION = "1.34.0"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from envgym.k8s_render import K8S_DIR, dump, overlay_names, render, resolve_overlay
+from envgym.deploy import K8S_DIR, dump, overlay_names, render, resolve_overlay
 
 pytestmark = pytest.mark.slow
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pytest
 import yaml
 
-from envgym.commands import k8s as k8s_command
-from envgym.k8s_render import render, resolve_overlay
+from envgym.cli import main
+from envgym.deploy import render, resolve_overlay
 from envgym.sandbox.kubernetes import KubernetesBackend
 from envgym.sandbox.spec import SandboxSpec
 
@@ -18,11 +17,7 @@ from .conftest import NAMESPACE
 
 
 def _run(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="envgym")
-    k8s_command.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["k8s", *argv])
-    result: int = args.func(args)
-    return result
+    return main(["k8s", *argv])
 
 
 @pytest.mark.parametrize("engine", ["python", "auto"])

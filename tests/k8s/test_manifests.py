@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from envgym.k8s_render import (
+from envgym.deploy import (
     RenderError,
     dump,
     kubectl_kustomize_major,

@@ -10,14 +10,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from envgym.cli.common import CliError, add_json_flag, print_json, stderr
 from envgym.llm import ChatModel
-
-console = Console(stderr=True)
 
 
 def _print(summary: dict[str, Any], as_json: bool, title: str) -> None:
     if as_json:
-        print(json.dumps(summary, sort_keys=True, ensure_ascii=False))
+        print_json(summary)
         return
     table = Table("metric", "value", title=title)
     for key, value in summary.items():
@@ -33,7 +32,7 @@ def _model(args: argparse.Namespace, cache: Path) -> ChatModel | None:
 
     if args.llm == "openai":
         if not args.llm_model:
-            raise SystemExit("--llm openai needs --llm-model NAME (and usually --base-url)")
+            raise CliError("--llm openai needs --llm-model NAME (and usually --base-url)")
         inner = load_chat_model(f"openai:{args.llm_model}", **({"base_url": args.base_url} if args.base_url else {}))
     else:
         inner = load_chat_model("local")
@@ -49,7 +48,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = SynthConfig(seed=args.seed, domains=args.domains, tasks_per_env=args.tasks_per_env, llm=spec)
     model = _model(args, Path(args.out) / SYNTH_DIR / "llm_cache.jsonl")
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, disable=args.json, console=console) as bar:
+    with Progress(*columns, disable=args.json, console=stderr) as bar:
         jobs: dict[str, Any] = {}
 
         def advance(stage: str, total: int) -> None:
@@ -85,7 +84,7 @@ def cmd_rollouts(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("[bold]rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, disable=args.json, console=console) as bar:
+    with Progress(*columns, disable=args.json, console=stderr) as bar:
         job = bar.add_task("rollouts", total=None)
 
         def advance(total: int) -> None:
@@ -141,14 +140,14 @@ def register(sub: Any) -> None:
     p.add_argument("--llm-mode", choices=["auto", "record", "replay"], default="auto",
                    help="record/replay cache mode; replay never calls the model")
     _llm_options(p)
-    p.add_argument("--json", action="store_true")
+    add_json_flag(p)
     p.set_defaults(func=cmd_run)
 
     p = synth.add_parser("harvest-mcp", help="import the tools of MCP servers (stdio) as tool specs")
     p.add_argument("--server", action="append", required=True, help='server command, e.g. "mcp-server-time"')
     p.add_argument("--out", required=True, help="JSONL file of tool specs")
     p.add_argument("--timeout", type=float, default=60.0)
-    p.add_argument("--json", action="store_true")
+    add_json_flag(p)
     p.set_defaults(func=cmd_harvest)
 
     p = synth.add_parser("rollouts", help="roll a policy out on every task of a folder of environments")
@@ -160,13 +159,13 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--failure-rate", type=float, default=0.1, help="chance each tool call fails transiently")
     _llm_options(p)
-    p.add_argument("--json", action="store_true")
+    add_json_flag(p)
     p.set_defaults(func=cmd_rollouts)
 
     p = synth.add_parser("export", help="keep trajectories passing the verifiable rubric; write SFT JSONL")
     p.add_argument("rollouts")
     p.add_argument("--out", required=True)
-    p.add_argument("--json", action="store_true")
+    add_json_flag(p)
     p.set_defaults(func=cmd_export)
 
     p = synth.add_parser("difficulty", help="select tasks near 50%% success and harden saturated ones")
@@ -175,10 +174,10 @@ def register(sub: Any) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--band", type=float, default=0.25)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true")
+    add_json_flag(p)
     p.set_defaults(func=cmd_difficulty)
 
     p = synth.add_parser("stats", help="counts and diversity of a folder of synthesized environments")
     p.add_argument("dir")
-    p.add_argument("--json", action="store_true")
+    add_json_flag(p)
     p.set_defaults(func=cmd_stats)

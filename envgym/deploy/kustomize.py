@@ -1,29 +1,22 @@
-"""Render the kustomize overlays under k8s/ offline, with `kubectl kustomize` or a small built-in renderer.
+"""The built-in kustomize renderer: only the subset the shipped overlays use, so it works with no kubectl.
 
-The built-in renderer implements only the kustomize subset the shipped overlays use (resources, namespace,
-labels without selectors, images, JSON 6902 patches by kind/name, image field specs for custom kinds) and
-rejects any other kustomization field by name, so it can never silently render something different.
-tests/k8s checks that both engines produce the same documents for every shipped overlay.
+It implements resources, namespace, labels without selectors, images, JSON 6902 patches by kind/name and image
+field specs for custom kinds, and rejects any other kustomization field by name, so it can never silently render
+something different. tests/k8s checks that it and `kubectl kustomize` produce the same documents for every
+shipped overlay.
 """
 
 from __future__ import annotations
 
 import copy
-import re
-import shutil
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 
-Engine = Literal["auto", "kubectl", "python"]
 Doc = dict[str, Any]
-
-K8S_DIR = Path(__file__).resolve().parent.parent / "k8s"
-"""The manifests shipped with a source checkout (k8s/ is not inside the wheel)."""
 
 _SUPPORTED_FIELDS = {
     "apiVersion",
@@ -84,75 +77,16 @@ _ORDER_FIRST = [
     "PodDisruptionBudget",
 ]
 _ORDER_LAST = ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
-_MIN_KUSTOMIZE_MAJOR = 5
 
 
 class RenderError(Exception):
     """A kustomization could not be rendered; the message names the file and field."""
 
 
-def overlay_names(k8s_dir: Path = K8S_DIR) -> list[str]:
-    """The overlays shipped under `k8s_dir/overlays`, sorted."""
-    overlays = k8s_dir / "overlays"
-    return sorted(p.name for p in overlays.iterdir() if (p / "kustomization.yaml").is_file())
-
-
-def resolve_overlay(name_or_path: str, k8s_dir: Path = K8S_DIR) -> Path:
-    """An overlay name (`dev`) or a path to any kustomization directory."""
-    candidate = Path(name_or_path)
-    if (candidate / "kustomization.yaml").is_file():
-        return candidate
-    named = k8s_dir / "overlays" / name_or_path
-    if (named / "kustomization.yaml").is_file():
-        return named
-    known = ", ".join(overlay_names(k8s_dir)) if (k8s_dir / "overlays").is_dir() else "none found"
-    raise RenderError(
-        f"overlay {name_or_path!r}: no kustomization.yaml there or in {k8s_dir}/overlays "
-        f"(known overlays: {known})"
-    )
-
-
-def render(directory: Path, engine: Engine = "auto") -> list[Doc]:
-    """Render a kustomization directory to its documents, in kustomize's output order.
-
-    `auto` uses `kubectl kustomize` when kubectl embeds kustomize v5 or newer, else the built-in renderer
-    (kubectl <= 1.23, e.g. Debian's 1.20, embeds kustomize v2, which lacks `labels` and targeted `patches`).
-    """
-    if engine == "kubectl" or (engine == "auto" and kubectl_kustomize_major() >= _MIN_KUSTOMIZE_MAJOR):
-        return render_with_kubectl(directory)
-    return render_builtin(directory)
-
-
-def kubectl_kustomize_major() -> int:
-    """The major version of the kustomize inside kubectl on PATH; 0 when absent or too old to report it."""
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        return 0
-    proc = subprocess.run([kubectl, "version", "--client"], capture_output=True, text=True, check=False)
-    found = re.search(r"Kustomize Version: v(\d+)", proc.stdout)
-    return int(found.group(1)) if found else 0
-
-
-def render_with_kubectl(directory: Path) -> list[Doc]:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        raise RenderError(
-            "engine kubectl: `kubectl` is not on PATH (install kubernetes-client or use --engine python)"
-        )
-    proc = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RenderError(f"kubectl kustomize {directory} failed: {proc.stderr.strip()}")
-    return [d for d in yaml.safe_load_all(proc.stdout) if d]
-
-
 def render_builtin(directory: Path) -> list[Doc]:
+    """Render a kustomization directory with the built-in subset, in kustomize's output order."""
     docs = _build(directory.resolve())
     return sorted(docs, key=_order_key)
-
-
-def dump(docs: list[Doc]) -> str:
-    """Multi-document YAML, keys sorted like kubectl's output."""
-    return yaml.safe_dump_all(docs, sort_keys=True, default_flow_style=False)
 
 
 @dataclass

@@ -6,7 +6,10 @@ import argparse
 import json
 from typing import Any
 
+import yaml
 from rich.console import Console
+
+from envgym.cli.common import CliError, add_json_flag, print_json, stderr
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -16,14 +19,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep:
-            raise SystemExit(f"--set {item!r}: expected KEY=VALUE")
-        import yaml
-
-        overrides[key] = yaml.safe_load(value)
-    config = GRPOConfig.from_yaml(args.config) if args.config else GRPOConfig()
-    if overrides:
-        config = GRPOConfig.from_dict({**config.to_dict(), **overrides}, source="--set")
-    trainer = GRPOTrainer(config, console=Console(stderr=True))
+            raise CliError(f"--set {item!r}: expected KEY=VALUE")
+        try:
+            overrides[key] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise CliError(f"--set {item!r}: the value is not YAML: {exc}") from None
+    try:
+        config = GRPOConfig.from_yaml(args.config) if args.config else GRPOConfig()
+        if overrides:
+            config = GRPOConfig.from_dict({**config.to_dict(), **overrides}, source="--set")
+    except (ValueError, yaml.YAMLError) as exc:
+        # GRPOConfig's errors name the file or --set and the field: the user's input, not a bug.
+        raise CliError(str(exc)) from None
+    trainer = GRPOTrainer(config, console=stderr)
     before = trainer.evaluate() if args.evaluate else None
     rows = trainer.train()
     after = trainer.evaluate() if args.evaluate else None
@@ -35,7 +43,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         "heldout_after": after,
     }
     if args.json:
-        print(json.dumps(summary, default=str))
+        print_json(summary)
     else:
         Console().print_json(json.dumps(summary, default=str))
     return 0
@@ -52,5 +60,5 @@ def register(subparsers: Any) -> None:
         help="override one GRPOConfig field (YAML value), e.g. --set max_steps=10",
     )
     parser.add_argument("--evaluate", action="store_true", help="greedy held-out success before and after")
-    parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    add_json_flag(parser)
     parser.set_defaults(func=cmd_train)

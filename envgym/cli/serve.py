@@ -12,6 +12,9 @@ import secrets
 import sys
 import tempfile
 
+import gymnasium as gym
+
+from envgym.cli.common import CliError, add_json_flag, print_json
 from envgym.sandbox.limits import ENV_SERVER_LIMITS
 from envgym.sandbox.process import ExecDefaults
 from envgym.sandbox.server import make_http_server, serve_until_stopped
@@ -46,21 +49,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     auth.add_argument("--no-auth", action="store_true", help="accept clients without a token (loopback only)")
     p.add_argument("--session-idle", type=float, default=600.0, help="close sessions idle this long (s)")
     p.add_argument("--max-sessions", type=int, default=4096)
+    add_json_flag(p)  # one object once it listens: {"env": id, "url": ...}
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     env_id = resolve_env_id(args.env)
+    gym.spec(env_id)  # an unknown id fails here, as a user error, not in every client's first session
     if args.no_auth and not is_loopback(args.host):
-        print(f"envgym serve: --no-auth is refused on {args.host}: it is not a loopback address", file=sys.stderr)
-        return 2
+        raise CliError(f"--no-auth is refused on {args.host}: it is not a loopback address")
     with tempfile.TemporaryDirectory(prefix="envgym-serve-") as private:
         try:
             token_file = None if args.no_auth else (args.token_file or write_new_token(private))
             token = read_token_file(token_file) if token_file else None
         except TokenFileError as exc:
-            print(f"envgym serve: {exc}", file=sys.stderr)
-            return 2
+            raise CliError(str(exc)) from None
         host = EnvHost(env_id, idle_s=args.session_idle, max_sessions=args.max_sessions)
         # An env server offers env routes only: no exec, files, archives, nor a shutdown any client could call.
         service = SandboxService(
@@ -76,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         port = server.server_address[1]
         auth = f"(token file: {token_file})" if token_file else "(no auth)"
         print(f"envgym serve: {env_id} on http://{args.host}:{port} {auth}", file=sys.stderr, flush=True)
+        if args.json:
+            print_json({"env": env_id, "url": f"http://{args.host}:{port}", "token_file": token_file})
         reason = serve_until_stopped(service, server)
         print(f"envgym serve: stopped ({reason})", file=sys.stderr, flush=True)
     return 0

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import secrets
 import sys
 from pathlib import Path
@@ -17,7 +16,8 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from envgym import k8s_render
+from envgym import deploy
+from envgym.cli.common import add_json_flag, print_json, stderr
 
 # Secrets the manifests reference but never contain: created with a random token by `apply` when missing.
 _TOKEN_SECRETS = {
@@ -42,30 +42,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="auto",
         help="auto: kubectl kustomize when kubectl is installed, else the built-in renderer",
     )
-    render.add_argument("--k8s-dir", type=Path, default=k8s_render.K8S_DIR, help="the k8s/ directory")
+    render.add_argument("--k8s-dir", type=Path, default=deploy.K8S_DIR, help="the k8s/ directory")
     render.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
+    add_json_flag(render)
     render.set_defaults(func=_render)
 
     apply = sub.add_parser("apply", help="server-side apply an overlay to the current kube context")
     apply.add_argument("overlay", nargs="?", default="dev")
     apply.add_argument("--engine", choices=["auto", "kubectl", "python"], default="auto")
-    apply.add_argument("--k8s-dir", type=Path, default=k8s_render.K8S_DIR)
+    apply.add_argument("--k8s-dir", type=Path, default=deploy.K8S_DIR)
     _add_cluster_args(apply, namespace=False)
     apply.add_argument(
         "--dry-run", action="store_true", help="send with dryRun=All: the server validates only"
     )
+    add_json_flag(apply)
     apply.set_defaults(func=_apply)
 
     status = sub.add_parser("status", help="list envgym sandbox pods in a namespace")
     _add_cluster_args(status)
-    status.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_flag(status)
     status.set_defaults(func=_status)
 
     reap = sub.add_parser("reap", help="delete finished, expired, orphaned or old sandbox pods")
     _add_cluster_args(reap)
     reap.add_argument("--run-id", help="delete every pod of this run and its owner ConfigMap")
     reap.add_argument("--older-than", type=float, metavar="SECONDS", help="also delete pods older than this")
-    reap.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_flag(reap)
     reap.set_defaults(func=_reap)
 
 
@@ -89,16 +91,16 @@ def _api_client(args: argparse.Namespace) -> Any:
 
 
 def _render(args: argparse.Namespace) -> int:
-    try:
-        docs = k8s_render.render(k8s_render.resolve_overlay(args.overlay, args.k8s_dir), args.engine)
-    except k8s_render.RenderError as exc:
-        print(f"envgym k8s render: {exc}", file=sys.stderr)
-        return 2
-    text = k8s_render.dump(docs)
+    directory = deploy.resolve_overlay(args.overlay, args.k8s_dir)
+    docs = deploy.render(directory, args.engine)
     if args.output:
-        args.output.write_text(text)
-    else:
-        sys.stdout.write(text)
+        args.output.write_text(deploy.dump(docs))
+    if args.json:
+        # Written to a file, the summary says where; otherwise the documents themselves are the result.
+        body: dict[str, Any] = {"output": str(args.output)} if args.output else {"documents": docs}
+        print_json({"overlay": args.overlay, "directory": str(directory), "count": len(docs), **body})
+    elif not args.output:
+        sys.stdout.write(deploy.dump(docs))
     return 0
 
 
@@ -106,14 +108,11 @@ def _apply(args: argparse.Namespace) -> int:
     from kubernetes import dynamic
     from kubernetes.client.exceptions import ApiException
 
-    try:
-        docs = k8s_render.render(k8s_render.resolve_overlay(args.overlay, args.k8s_dir), args.engine)
-    except k8s_render.RenderError as exc:
-        print(f"envgym k8s apply: {exc}", file=sys.stderr)
-        return 2
+    docs = deploy.render(deploy.resolve_overlay(args.overlay, args.k8s_dir), args.engine)
     client = dynamic.DynamicClient(_api_client(args))
     dry_run = "All" if args.dry_run else None
-    with Progress(console=Console(stderr=True)) as progress:
+    created: list[str] = []
+    with Progress(console=stderr, disable=args.json) as progress:
         task = progress.add_task("server-side apply", total=len(docs))
         for doc in docs:
             resource = client.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
@@ -154,7 +153,12 @@ def _apply(args: argparse.Namespace) -> int:
                     "stringData": {"token": secrets.token_urlsafe(32)},
                 }
                 secrets_api.create(body=body, namespace=namespace, dry_run=dry_run)
-    print(f"applied {len(docs)} objects from overlay {args.overlay}" + (" (dry run)" if args.dry_run else ""))
+                created.append(f"{namespace}/{name}")
+    if args.json:
+        print_json({"overlay": args.overlay, "dry_run": args.dry_run, "applied": len(docs),
+                    "objects": [f"{d['kind']}/{d['metadata']['name']}" for d in docs], "secrets_created": created})
+    else:
+        print(f"applied {len(docs)} objects from overlay {args.overlay}" + (" (dry run)" if args.dry_run else ""))
     return 0
 
 
@@ -167,7 +171,7 @@ def _backend(args: argparse.Namespace) -> Any:
 def _status(args: argparse.Namespace) -> int:
     pods = _backend(args).list_sandboxes()
     if args.json:
-        print(json.dumps({"namespace": args.namespace, "pods": [vars(p) for p in pods]}))
+        print_json({"namespace": args.namespace, "pods": [vars(p) for p in pods]})
         return 0
     table = Table(title=f"envgym sandbox pods in {args.namespace}")
     for column in ("pod", "sandbox", "run", "phase", "ready", "age (s)"):
@@ -181,7 +185,7 @@ def _status(args: argparse.Namespace) -> int:
 def _reap(args: argparse.Namespace) -> int:
     removed = _backend(args).reap(run_id=args.run_id, older_than_s=args.older_than)
     if args.json:
-        print(json.dumps({"namespace": args.namespace, "removed": removed}))
+        print_json({"namespace": args.namespace, "removed": removed})
     else:
         print(f"removed {len(removed)} sandbox pod(s) from {args.namespace}: {' '.join(removed) or '-'}")
     return 0

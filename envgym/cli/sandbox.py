@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from rich.console import Console
 from rich.table import Table
 
+from envgym.cli.common import add_json_flag, print_json
 from envgym.sandbox import BACKENDS
 
 
@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "build-image", help="build the sandbox image offline (debootstrap + docker import)"
     )
     build.add_argument("--rebuild", action="store_true", help="rebuild the base layer too")
-    build.add_argument("--json", action="store_true")
+    add_json_flag(build)
     build.set_defaults(func=_build_image)
 
     reap = sub.add_parser("reap", help="remove expired and orphaned sandboxes")
@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     reap.add_argument("--run-id", default=None, help="also remove every sandbox of this run")
     reap.add_argument("--no-orphans", action="store_true", help="keep sandboxes whose owner process died")
-    reap.add_argument("--json", action="store_true")
+    add_json_flag(reap)
     reap.set_defaults(func=_reap)
 
 
@@ -41,7 +41,7 @@ def _build_image(args: argparse.Namespace) -> int:
     tag = ensure_image(client, rebuild=args.rebuild, quiet=args.json)
     summary = image_summary(client, tag)
     if args.json:
-        print(json.dumps(summary))
+        print_json(summary)
     else:
         Console().print(f"sandbox image {summary['tag']} ({summary['size_mb']} MB) is ready")
     return 0
@@ -53,7 +53,7 @@ def _reap(args: argparse.Namespace) -> int:
     backends = tuple(args.backend or ("local", "docker"))
     report = reap(backends, run_id=args.run_id, orphans=not args.no_orphans)
     if args.json:
-        print(json.dumps(report))
+        print_json(report)
         return 0
     table = Table("backend", "removed")
     for name, removed in report.items():

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import json
 import statistics
 from typing import Any
 
@@ -12,47 +10,34 @@ import gymnasium as gym
 from rich.console import Console
 from rich.table import Table
 
-from envgym.loader import load_environment
-from envgym.registry import env_id, find_env_dir, register_dir, registered_ids
+from envgym.cli.common import (
+    CliError,
+    add_env_dir_flag,
+    add_json_flag,
+    add_policy_model_flags,
+    positive_int,
+    print_json,
+    register_env_dirs,
+    stderr,
+)
+from envgym.loader import load_environment, read_environment
+from envgym.registry import env_id, find_env_dir, registered_ids, resolve_id
+from envgym.world import load_module
 from envgym.world.spec import dump_tasks, format_json_schema
-
-console = Console(stderr=True)
-
-
-def _print_json(obj: Any) -> None:
-    print(json.dumps(obj, ensure_ascii=False, default=str))
-
-
-def _add_env_dir(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--env-dir", action="append", default=[], help="also register environments under this folder"
-    )
-
-
-def _register_extra(args: argparse.Namespace) -> None:
-    for d in args.env_dir:
-        register_dir(d)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    _register_extra(args)
+    register_env_dirs(args)
     rows: list[dict[str, Any]] = []
     for eid in registered_ids():
         kwargs = gym.registry[eid].kwargs or {}
         if "env_dir" not in kwargs:
             rows.append({"id": eid, "tasks": None, "tools": None, "description": "remote environment"})
             continue
-        data = load_environment(kwargs["env_dir"])
-        rows.append(
-            {
-                "id": eid,
-                "tasks": len(data.tasks),
-                "tools": len(data.world.tools),
-                "description": data.world.description,
-            }
-        )
+        world, tasks = read_environment(kwargs["env_dir"])
+        rows.append({"id": eid, "tasks": len(tasks), "tools": len(world.tools), "description": world.description})
     if args.json:
-        _print_json({"environments": rows})
+        print_json({"environments": rows})
         return 0
     table = Table("id", "tasks", "tools", "description")
     for r in rows:
@@ -62,66 +47,74 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    _register_extra(args)
-    data = load_environment(str(find_env_dir(args.env)))
+    from envgym.world import generate_state
+
+    register_env_dirs(args)
+    directory = find_env_dir(args.env)
+    world, tasks = read_environment(directory)
     summary = {
-        "id": env_id(data.name),
-        "description": data.world.description,
-        "directory": str(data.directory),
-        "entities": {n: len(t) for n, t in data.initial.tables.items()},
-        "tools": [
-            {"name": t.name, "labels": t.labels, "description": t.description} for t in data.world.tools
-        ],
-        "tasks": len(data.tasks),
-        "policy": data.world.policy,
+        "id": env_id(world.name),
+        "description": world.description,
+        "directory": str(directory),
+        "entities": {n: len(t) for n, t in generate_state(world).tables.items()},
+        "tools": [{"name": t.name, "labels": t.labels, "description": t.description} for t in world.tools],
+        "tasks": len(tasks),
+        "policy": world.policy,
     }
     if args.json:
-        _print_json(summary)
+        print_json(summary)
         return 0
     out = Console()
-    out.print(f"[bold]{summary['id']}[/bold]  {data.world.description}")
-    out.print(f"entities: {summary['entities']}   tasks: {len(data.tasks)}")
+    out.print(f"[bold]{summary['id']}[/bold]  {world.description}")
+    out.print(f"entities: {summary['entities']}   tasks: {len(tasks)}")
     table = Table("tool", "labels", "description")
-    for t in data.world.tools:
+    for t in world.tools:
         table.add_row(t.name, ",".join(t.labels), t.description[:80])
     out.print(table)
-    out.print("[bold]policy[/bold]\n" + data.world.policy)
+    out.print("[bold]policy[/bold]\n" + world.policy)
     return 0
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    _print_json(format_json_schema())
+    print_json(format_json_schema())  # JSON either way: --json is accepted so every command takes it
     return 0
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """Regenerate an environment's tasks.jsonl with its deterministic generator (generate.py)."""
-    _register_extra(args)
+    register_env_dirs(args)
     directory = find_env_dir(args.env)
-    spec = importlib.util.spec_from_file_location(f"envgym_gen_{directory.name}", directory / "generate.py")
-    if spec is None or spec.loader is None:
-        raise SystemExit(f"{directory}: no generate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    if not (directory / "generate.py").is_file():
+        raise CliError(f"{directory}: no generate.py, so its tasks cannot be regenerated")
+    generator = load_module(directory, "generate")
     data = load_environment(str(directory))
-    tasks = module.generate_tasks(data)
+    tasks = generator.generate_tasks(data)
     for task in tasks:
         data.target_state(task)  # every reference solution must replay cleanly
     dump_tasks(tasks, directory / "tasks.jsonl")
-    console.print(f"wrote {len(tasks)} tasks to {directory / 'tasks.jsonl'}")
+    if args.json:
+        print_json({"env": resolve_id(args.env), "tasks": len(tasks), "path": str(directory / "tasks.jsonl")})
+    else:
+        stderr.print(f"wrote {len(tasks)} tasks to {directory / 'tasks.jsonl'}")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from envgym.cli_progress import episode_bar
+    from envgym.cli.progress import episode_bar
     from envgym.play.episode import run_episodes
     from envgym.play.make import make_policy
 
-    _register_extra(args)
+    register_env_dirs(args)
     kwargs: dict[str, Any] = {}
     if args.max_steps:
         kwargs["max_steps"] = args.max_steps
-    env = gym.make(args.env if "/" in args.env else env_id(args.env), **kwargs)
+    env = gym.make(resolve_id(args.env), **kwargs)
+    data = getattr(env.unwrapped, "data", None)
+    if args.task and data is not None:
+        known = {t.id for t in data.tasks}
+        unknown = [t for t in args.task if t not in known]
+        if unknown:
+            raise CliError(f"{args.env}: no task {unknown[0]!r} (it has {len(known)} tasks)")
     policy = make_policy(
         args.policy,
         seed=args.seed,
@@ -148,7 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "out": args.out,
     }
     if args.json:
-        _print_json(summary)
+        print_json(summary)
     else:
         table = Table("metric", "value")
         for k, v in summary.items():
@@ -158,37 +151,36 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("list", help="list registered environments")
-    p.add_argument("--json", action="store_true")
-    _add_env_dir(p)
+    p = sub.add_parser("list", help="list registered environments (reads their files, runs none of their code)")
+    add_json_flag(p)
+    add_env_dir_flag(p)
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("show", help="describe one environment")
+    p = sub.add_parser("show", help="describe one environment (reads its files, runs none of its code)")
     p.add_argument("env")
-    p.add_argument("--json", action="store_true")
-    _add_env_dir(p)
+    add_json_flag(p)
+    add_env_dir_flag(p)
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("schema", help="print the JSON Schema of the world and task file format")
+    add_json_flag(p)
     p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("generate", help="regenerate an environment's tasks.jsonl from its generate.py")
     p.add_argument("env")
-    _add_env_dir(p)
+    add_json_flag(p)
+    add_env_dir_flag(p)
     p.set_defaults(func=cmd_generate)
 
     p = sub.add_parser("run", help="run a policy on an environment")
     p.add_argument("env")
     p.add_argument("--policy", default="oracle", choices=["oracle", "random", "refuse", "local", "openai"])
-    p.add_argument("--episodes", type=int, default=1)
+    p.add_argument("--episodes", type=positive_int, default=1)
     p.add_argument("--task", action="append", help="task id (repeatable); default: drawn by seed")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--max-steps", type=positive_int, default=None)
     p.add_argument("--out", default=None, help="append trajectories to this JSONL file")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible server (policy openai)")
-    p.add_argument("--model", default=None, help="model name on that server")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--max-tokens", type=int, default=256)
-    p.add_argument("--json", action="store_true", help="print one JSON summary object")
-    _add_env_dir(p)
+    add_policy_model_flags(p)
+    add_json_flag(p)
+    add_env_dir_flag(p)
     p.set_defaults(func=cmd_run)

@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from envgym.cli_progress import episode_bar
+from envgym.cli.common import (
+    CliError,
+    add_env_dir_flag,
+    add_json_flag,
+    add_policy_model_flags,
+    positive_int,
+    print_json,
+    register_env_dirs,
+    stderr,
+)
+from envgym.cli.progress import episode_bar
 from envgym.env import ToolWorldEnv
 from envgym.loader import load_environment
 from envgym.play.eval import PolicyFactory, evaluate
 from envgym.play.make import make_policy
 from envgym.play.policies import AttackerPolicy, OraclePolicy
-from envgym.registry import find_env_dir, register_dir
+from envgym.registry import find_env_dir
 from envgym.rewards.combine import REWARD_KINDS, build_reward_source
 
 POLICIES = ["oracle", "random", "refuse", "attacker", "local", "openai"]
@@ -32,20 +41,22 @@ def _policy_factory(args: argparse.Namespace) -> PolicyFactory:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    for d in args.env_dir:
-        register_dir(d)
+    register_env_dirs(args)
     data = load_environment(str(find_env_dir(args.env)))
     env = ToolWorldEnv(data=data, max_steps=args.max_steps, guard=args.guard == "on", confirm=args.confirm)
+    unknown_tasks = sorted(set(args.task or []) - {t.id for t in data.tasks})
+    if unknown_tasks:
+        raise CliError(f"{args.env}: no task {unknown_tasks[0]!r} (it has {len(data.tasks)} tasks)")
     tasks = args.task or [t.id for t in data.tasks][: args.limit]
     attacks: list[str] = []
     if args.attacks:
         if env.security.attacks is None:
-            raise SystemExit(f"{args.env}: this environment has no attack suite")
+            raise CliError(f"{args.env}: this environment has no attack suite")
         known = env.security.attacks.attack_ids()
         attacks = known if args.attacks == ["all"] else args.attacks
         unknown = sorted(set(attacks) - set(known))
         if unknown:
-            raise SystemExit(f"unknown attacks {unknown}; e.g. {known[:3]}")
+            raise CliError(f"unknown attacks {unknown}; e.g. {known[:3]}")
     total = len(tasks) * (args.runs + len(attacks) * args.attack_runs)
     with episode_bar(f"eval {data.name}", total, enabled=not args.json) as on_episode:
         report = evaluate(env, _policy_factory(args), args.policy, runs=args.runs, tasks=tasks, attacks=attacks,
@@ -55,7 +66,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     paths = report.write(out)
     summary: dict[str, Any] = {**report.summary(), "files": {k: str(v) for k, v in paths.items()}}
     if args.json:
-        print(json.dumps(summary, default=str))
+        print_json(summary)
         return 0
     table = Table("metric", "value")
     for key in ("pass@1", "benign_utility", "utility_under_attack", "targeted_asr", "median_steps",
@@ -65,7 +76,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             value = f"{value['num']}/{value['den']}"
         table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
     Console().print(table)
-    Console(stderr=True).print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    stderr.print(f"wrote {', '.join(str(p) for p in paths.values())}")
     return 0
 
 
@@ -73,24 +84,21 @@ def register(sub: Any) -> None:
     p = sub.add_parser("eval", help="evaluate a policy: pass@k, pass^k, attack success, cost; writes a report")
     p.add_argument("env")
     p.add_argument("--policy", default="oracle", choices=POLICIES)
-    p.add_argument("--runs", type=int, default=1, help="episodes per task (n for pass@k and pass^k)")
+    p.add_argument("--runs", type=positive_int, default=1, help="episodes per task (n for pass@k and pass^k)")
     p.add_argument("--task", action="append", help="task id (repeatable); default: every task")
-    p.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+    p.add_argument("--limit", type=positive_int, default=None, help="only the first N tasks")
     p.add_argument("--attacks", nargs="*", default=[], help="'all' or attack ids <goal>/<template>")
-    p.add_argument("--attack-runs", type=int, default=1, help="episodes per (task, attack) pair")
+    p.add_argument("--attack-runs", type=positive_int, default=1, help="episodes per (task, attack) pair")
     p.add_argument("--guard", choices=["on", "off"], default="on")
     p.add_argument("--confirm", choices=["deny", "user"], default=None, help="default: the world's guard setting")
-    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--max-steps", type=positive_int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="output folder (default runs/eval/<env>-<policy>)")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible server (policy openai)")
-    p.add_argument("--model", default=None, help="model name on that server")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--max-tokens", type=int, default=256)
+    add_policy_model_flags(p)
+    add_json_flag(p)
+    add_env_dir_flag(p)
     p.add_argument("--reward", choices=REWARD_KINDS, default="env",
                    help="score episodes as the trainer would: env, judge or env+judge (reward_mean in the summary)")
     p.add_argument("--judge-model", default="local", help="chat model spec of the judge (--reward judge, env+judge)")
     p.add_argument("--judge-weight", type=float, default=0.5, help="w in (1 - w) * env + w * judge")
-    p.add_argument("--json", action="store_true", help="print one JSON summary object")
-    p.add_argument("--env-dir", action="append", default=[], help="also register environments under this folder")
     p.set_defaults(func=cmd_eval)
