@@ -8,8 +8,9 @@ from pathlib import Path
 
 from envgym.rewards.answers import check_task_answers
 from envgym.world.errors import UnknownTaskError
+from envgym.world.files import load_tasks, load_world
 from envgym.world.replay import Plant, TargetCache
-from envgym.world.spec import SpecError, TaskSpec, WorldSpec, load_tasks, load_world
+from envgym.world.spec import SpecError, TaskSpec, WorldSpec
 from envgym.world.state import WorldState, generate_state
 from envgym.world.tools import ToolExecutor
 

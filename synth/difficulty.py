@@ -17,7 +17,8 @@ from typing import Any
 
 from envgym.loader import EnvironmentData, build_environment, load_environment
 from envgym.registry import env_dirs
-from envgym.world.spec import TaskSpec, ToolSpec, dump_tasks
+from envgym.world.files import dump_tasks
+from envgym.world.spec import TaskSpec, ToolSpec
 from synth.model import DomainModel
 from synth.program import Program, ProgramError
 from synth.seeds import canonical_json, content_id, item_rng

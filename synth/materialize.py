@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envgym.world.spec import TaskSpec, WorldSpec, dump_tasks, dump_world
+from envgym.world.files import dump_tasks, dump_world
+from envgym.world.spec import TaskSpec, WorldSpec
 from synth.model import DomainModel, ToolRecord
 from synth.stages.worlds import domain_world
 

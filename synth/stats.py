@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from envgym.registry import env_dirs
-from envgym.world.spec import load_tasks, load_world
+from envgym.world.files import load_tasks, load_world
 from synth.mutations import signature
 from synth.phrasing import mask
 

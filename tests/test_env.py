@@ -178,7 +178,7 @@ def test_vector_env_of_four(mode: str) -> None:
 
 
 def test_register_dir_makes_a_folder_gym_makeable(tmp_path, shop_world: WorldSpec) -> None:
-    from envgym.world.spec import dump_tasks, dump_world
+    from envgym.world.files import dump_tasks, dump_world
 
     folder = tmp_path / "shopx"
     folder.mkdir()

@@ -11,7 +11,7 @@ from envgym.play.episode import run_episode
 from envgym.play.policies import OraclePolicy, RefusePolicy
 from envgym.registry import bundled_dir, env_dirs
 from envgym.world import load_module
-from envgym.world.spec import dump_tasks
+from envgym.world.files import dump_tasks
 
 BUNDLED = [p.name for p in env_dirs(bundled_dir()) if (p / "generate.py").exists()]
 

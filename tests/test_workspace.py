@@ -18,7 +18,7 @@ from envgym.play.episode import run_episode
 from envgym.play.eval import EvalReport, evaluate
 from envgym.play.policies import AttackerPolicy, OraclePolicy
 from envgym.registry import find_env_dir
-from envgym.world.spec import dump_tasks
+from envgym.world.files import dump_tasks
 
 TEMPLATES = {"plain", "important_message", "other_language", "base64", "fake_tags", "role_play", "tool_knowledge",
              "multi_step"}

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from envgym.cli import main
-from envgym.world.spec import SpecError, WorldSpec, dump_world, load_tasks, load_world
+from envgym.world.files import dump_world, load_tasks, load_world
+from envgym.world.spec import SpecError, WorldSpec
 
 
 def test_bad_world_names_file_and_path(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from envgym.cli.common import (
 from envgym.loader import load_environment, read_environment
 from envgym.registry import env_id, find_env_dir, registered_ids, resolve_id
 from envgym.world import load_module
-from envgym.world.spec import dump_tasks, format_json_schema
+from envgym.world.files import dump_tasks, format_json_schema
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -18,24 +18,19 @@ may have ended the run.
 from __future__ import annotations
 
 import copy
-import json
 import math
 import os
 import secrets
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 from kubernetes.client.exceptions import ApiException
 
 from envgym.sandbox.base import (
-    LABEL_CREATED_AT,
-    LABEL_EXPIRES_AT,
     LABEL_MANAGED_BY,
     LABEL_OWNER,
     LABEL_RUN_ID,
@@ -43,7 +38,6 @@ from envgym.sandbox.base import (
     MANAGED_BY,
     current_run_id,
     owner_is_dead,
-    sandbox_labels,
 )
 from envgym.sandbox.client import HttpSandbox, SandboxClient, wait_until_healthy
 from envgym.sandbox.errors import (
@@ -52,47 +46,26 @@ from envgym.sandbox.errors import (
     SandboxOutOfMemoryError,
     SandboxUnavailableError,
 )
+from envgym.sandbox.k8s_api import create_with_retry, load_api_client
+from envgym.sandbox.k8s_pods import (
+    FINISHED,
+    PodInfo,
+    describe_state,
+    pod_body,
+    pod_info,
+    pod_ip,
+    secret_name,
+    started,
+)
 from envgym.sandbox.spec import SandboxSpec
 
 DEFAULT_NAMESPACE = os.environ.get("ENVGYM_K8S_NAMESPACE", "envgym")
 """$ENVGYM_K8S_NAMESPACE (the trainer Job sets it to its own namespace), else `envgym`."""
 DEFAULT_TEMPLATE = "envgym-sandbox"
 SERVER_PORT = 8888
-TOKEN_SECRET_VOLUME = "envgym-token-secret"
-"""The PodTemplate's Secret volume for the token; the backend points it at each pod's own Secret."""
-TOKEN_DIR_VOLUME = "envgym-token"
-"""The memory-backed emptyDir the init container copies the token into (not resized with the spec's disk)."""
-# The pod deadline backs up the server's own ttl exit, so it fires a little later.
-_DEADLINE_MARGIN_S = 30
-_FINISHED = ("Succeeded", "Failed")
-# Container waiting reasons that do not clear by waiting: fail the start now, with the reason.
-_STUCK = {
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "ErrImageNeverPull",
-    "InvalidImageName",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-    "RunContainerError",
-    "CrashLoopBackOff",
-}
-_MAX_RETRY_AFTER_S = 30.0
 
 Doc = dict[str, Any]
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class PodInfo:
-    """What `status` and `reap` report about one sandbox pod."""
-
-    name: str
-    sandbox_id: str
-    run_id: str
-    phase: str
-    ready: bool
-    age_s: float
-    expires_at: float
 
 
 @dataclass(frozen=True)
@@ -102,15 +75,6 @@ class EnvServer:
     url: str
     token: str
     sandbox: HttpSandbox
-
-
-def load_api_client(context: str | None = None) -> k8s.ApiClient:
-    """In-cluster credentials when running in a pod, else the kubeconfig's (current or named) context."""
-    try:
-        k8s_config.load_incluster_config()
-    except k8s_config.ConfigException:
-        k8s_config.load_kube_config(context=context)
-    return k8s.ApiClient()
 
 
 class KubernetesBackend:
@@ -188,11 +152,11 @@ class KubernetesBackend:
         for pod in self._list_pods():
             meta = pod["metadata"]
             labels = meta.get("labels", {})
-            info = _pod_info(pod, now)
+            info = pod_info(pod, now)
             owner = meta.get("annotations", {}).get(LABEL_OWNER, "")
             if (
                 (run_id is not None and labels.get(LABEL_RUN_ID) == run_id)
-                or info.phase in _FINISHED
+                or info.phase in FINISHED
                 or info.expires_at < now
                 or (older_than_s is not None and info.age_s > older_than_s)
                 or (orphans and owner and owner_is_dead(owner))
@@ -225,7 +189,7 @@ class KubernetesBackend:
 
     def list_sandboxes(self) -> list[PodInfo]:
         now = time.time()
-        return [_pod_info(p, now) for p in self._list_pods()]
+        return [pod_info(p, now) for p in self._list_pods()]
 
     # -- mechanics ---------------------------------------------------------------------------------------
 
@@ -238,13 +202,22 @@ class KubernetesBackend:
         sandbox_id = secrets.token_hex(6)
         token = secrets.token_urlsafe(32)
         owner = self._owner(run_id)
-        pod = self._pod_body(spec, sandbox_id, run_id, env_id, owner)
+        pod = pod_body(
+            self.template(),
+            self.template_name,
+            self.namespace,
+            spec,
+            sandbox_id=sandbox_id,
+            run_id=run_id,
+            env_id=env_id,
+            owner=owner,
+        )
         name = pod["metadata"]["name"]
         body = k8s.V1Pod.from_dict(pod)
         assert body is not None, "from_dict returns None only for a None input"
         secret = k8s.V1Secret(
             metadata=k8s.V1ObjectMeta(
-                name=_secret_name(sandbox_id),
+                name=secret_name(sandbox_id),
                 labels={LABEL_MANAGED_BY: MANAGED_BY, LABEL_RUN_ID: run_id, LABEL_SANDBOX_ID: sandbox_id},
                 owner_references=[k8s.V1OwnerReference(**_snake(owner))],
             ),
@@ -254,15 +227,20 @@ class KubernetesBackend:
 
         def teardown() -> None:
             self._delete_pod(name)
-            self._delete_secret(_secret_name(sandbox_id))
+            self._delete_secret(secret_name(sandbox_id))
 
         with self._starting:
             try:
-                self._create(
+                create_with_retry(
+                    self.create_retry_s,
                     f"secret for pod {name}",
                     lambda: self.core.create_namespaced_secret(self.namespace, secret),
                 )
-                self._create(f"pod {name}", lambda: self.core.create_namespaced_pod(self.namespace, body))
+                create_with_retry(
+                    self.create_retry_s,
+                    f"pod {name}",
+                    lambda: self.core.create_namespaced_pod(self.namespace, body),
+                )
                 pod_ip = self._wait_ready(name)
                 url = f"http://{pod_ip}:{SERVER_PORT}"
                 http = SandboxClient(
@@ -304,26 +282,6 @@ class KubernetesBackend:
                 return None
             time.sleep(0.25)
 
-    def _create(self, what: str, create: Callable[[], T]) -> T:
-        """Run `create`, retrying while the API throttles (429, honouring Retry-After) or a quota is full
-        (403 exceeded quota), with backoff, for at most `create_retry_s`; then raise naming the last answer."""
-        deadline = time.monotonic() + self.create_retry_s
-        delay = 0.5
-        while True:
-            try:
-                return create()
-            except ApiException as exc:
-                if not _retryable(exc):
-                    raise
-                wait = _retry_after(exc) or delay
-                if time.monotonic() + wait > deadline:
-                    raise SandboxUnavailableError(
-                        f"creating {what}: the API still answers {exc.status} after {self.create_retry_s:g}s of "
-                        f"retries: {_api_message(exc)}"
-                    ) from exc
-                time.sleep(wait)
-                delay = min(delay * 2, 8.0)
-
     def template(self) -> Doc:
         with self._lock:
             if self._template is None:
@@ -356,7 +314,8 @@ class KubernetesBackend:
             data={"purpose": "owner of this run's sandbox pods; delete it to delete them"},
         )
         try:
-            made = self._create(
+            made = create_with_retry(
+                self.create_retry_s,
                 f"owner ConfigMap {name}",
                 lambda: self.core.create_namespaced_config_map(self.namespace, body),
             )
@@ -369,62 +328,6 @@ class KubernetesBackend:
         with self._lock:
             self._owners[run_id] = ref
         return ref
-
-    def _pod_body(
-        self, spec: SandboxSpec, sandbox_id: str, run_id: str, env_id: str | None, owner: Doc
-    ) -> Doc:
-        template = self.template()
-        labels = sandbox_labels(spec, sandbox_id, run_id)
-        process = labels.pop(LABEL_OWNER)  # host:pid is not a valid label value
-        meta = template.get("metadata", {})
-        pod_spec = template["spec"]
-        pod_spec["activeDeadlineSeconds"] = math.ceil(spec.ttl_s) + _DEADLINE_MARGIN_S
-        container = pod_spec["containers"][0]
-        if "image" in spec.model_fields_set:
-            container["image"] = spec.image
-        args = [
-            *container.get("args", []),
-            "--sandbox-id",
-            sandbox_id,
-            "--ttl",
-            f"{spec.ttl_s:g}",
-            "--timeout",
-            f"{spec.timeout_s:g}",
-            "--max-output",
-            str(spec.max_output_bytes),
-        ]
-        if spec.idle_s is not None and env_id is None:
-            args += ["--idle", f"{spec.idle_s:g}"]
-        if env_id is not None:
-            args += ["--env-id", env_id]
-        container["args"] = args
-        env = [*container.get("env", []), *({"name": k, "value": v} for k, v in sorted(spec.env.items()))]
-        if env:
-            container["env"] = env
-        _apply_limits(container, spec)
-        volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
-        token_volume = volumes.get(TOKEN_SECRET_VOLUME, {})
-        if "secret" not in token_volume:
-            raise InvalidRequestError(
-                f"PodTemplate {self.template_name}: no Secret volume {TOKEN_SECRET_VOLUME!r} to carry the sandbox "
-                "token; apply the current k8s/ manifests (envgym k8s apply)"
-            )
-        token_volume["secret"]["secretName"] = _secret_name(sandbox_id)
-        for volume in volumes.values():
-            if "emptyDir" in volume and volume["name"] != TOKEN_DIR_VOLUME:
-                volume["emptyDir"]["sizeLimit"] = f"{spec.disk_mb}Mi"
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": f"envgym-sbx-{sandbox_id}",
-                "namespace": self.namespace,
-                "labels": {**meta.get("labels", {}), **labels},
-                "annotations": {**meta.get("annotations", {}), LABEL_OWNER: process},
-                "ownerReferences": [owner],
-            },
-            "spec": pod_spec,
-        }
 
     def _wait_ready(self, name: str) -> str:
         """Watch the pod until it is Ready (returns its IP). Fails fast when it finishes, is deleted, or is
@@ -442,9 +345,9 @@ class KubernetesBackend:
                 if not listed.items:
                     raise SandboxUnavailableError(f"pod {name} was deleted while starting")
                 pod = listed.items[0]
-                last = _state(pod)
-                if _started(name, pod):
-                    return _pod_ip(pod)
+                last = describe_state(pod)
+                if started(name, pod):
+                    return pod_ip(pod)
             try:
                 for event in watcher.stream(
                     self.core.list_namespaced_pod,
@@ -457,10 +360,10 @@ class KubernetesBackend:
                     version = pod.metadata.resource_version
                     if event["type"] == "DELETED":
                         raise SandboxUnavailableError(f"pod {name} was deleted while starting ({last})")
-                    last = _state(pod)
-                    if _started(name, pod):
+                    last = describe_state(pod)
+                    if started(name, pod):
                         watcher.stop()
-                        return _pod_ip(pod)
+                        return pod_ip(pod)
             except ApiException as exc:
                 if exc.status != 410:
                     raise
@@ -492,134 +395,5 @@ def _owner_name(run_id: str) -> str:
     return f"envgym-run-{run_id}"
 
 
-def _secret_name(sandbox_id: str) -> str:
-    return f"envgym-sbx-{sandbox_id}-token"
-
-
 def _snake(ref: Doc) -> dict[str, str]:
     return {"api_version": ref["apiVersion"], "kind": ref["kind"], "name": ref["name"], "uid": ref["uid"]}
-
-
-def _api_message(exc: ApiException) -> str:
-    try:
-        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
-    except ValueError:
-        return str(exc.reason)
-
-
-def _retryable(exc: ApiException) -> bool:
-    """429 always; 403 only when a quota is exceeded (any other 403 is RBAC, and waiting will not help)."""
-    return exc.status == 429 or (exc.status == 403 and "exceeded quota" in _api_message(exc))
-
-
-def _retry_after(exc: ApiException) -> float | None:
-    value = (exc.headers or {}).get("Retry-After")
-    try:
-        return min(float(value), _MAX_RETRY_AFTER_S) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _apply_limits(container: Doc, spec: SandboxSpec) -> None:
-    """Limits from the spec; requests from the template, capped at the limits."""
-    limits = {
-        "cpu": f"{round(spec.cpu * 1000)}m",
-        "memory": f"{spec.memory_mb}Mi",
-        "ephemeral-storage": f"{2 * spec.disk_mb}Mi",
-    }
-    resources = container.setdefault("resources", {})
-    requests = resources.get("requests", {})
-    resources["limits"] = limits
-    resources["requests"] = {k: _smaller(v, limits[k]) if k in limits else v for k, v in requests.items()}
-
-
-_SUFFIX = {"m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9}
-
-
-def parse_quantity(value: str) -> float:
-    """A Kubernetes quantity (`250m`, `2Gi`, `4`) as a number of units (cores, bytes)."""
-    for suffix in sorted(_SUFFIX, key=len, reverse=True):
-        if value.endswith(suffix):
-            return float(value[: -len(suffix)]) * _SUFFIX[suffix]
-    return float(value)
-
-
-def _smaller(a: str, b: str) -> str:
-    return a if parse_quantity(a) <= parse_quantity(b) else b
-
-
-def _is_ready(pod: k8s.V1Pod) -> bool:
-    conditions = (pod.status.conditions if pod.status else None) or []
-    return any(c.type == "Ready" and c.status == "True" for c in conditions)
-
-
-def _started(name: str, pod: k8s.V1Pod) -> bool:
-    """True when the pod is Ready with an IP; raises when it finished or is stuck with a reason."""
-    phase = pod.status.phase if pod.status else None
-    if phase in _FINISHED:
-        raise SandboxUnavailableError(f"pod {name} {phase} before it became ready: {_why(pod)}")
-    stuck = _stuck(pod)
-    if stuck is not None:
-        raise SandboxUnavailableError(f"pod {name} cannot start: {stuck}")
-    return _is_ready(pod) and bool(_pod_ip(pod))
-
-
-def _pod_ip(pod: k8s.V1Pod) -> str:
-    return str(pod.status.pod_ip) if pod.status and pod.status.pod_ip else ""
-
-
-def _stuck(pod: k8s.V1Pod) -> str | None:
-    """Why a Pending pod will not start by waiting (unschedulable, image pull, container config), or None."""
-    status = pod.status
-    if status is None:
-        return None
-    for condition in status.conditions or []:
-        if (
-            condition.type == "PodScheduled"
-            and condition.status == "False"
-            and condition.reason == "Unschedulable"
-        ):
-            return f"Unschedulable: {condition.message or 'no node fits'}"
-    for c in [*(status.init_container_statuses or []), *(status.container_statuses or [])]:
-        waiting = c.state.waiting if c.state else None
-        if waiting is not None and waiting.reason in _STUCK:
-            return f"container {c.name}: {waiting.reason}: {waiting.message or 'no message'}"
-    return None
-
-
-def _state(pod: k8s.V1Pod) -> str:
-    """The pod's phase and the reasons it gives, for error messages."""
-    status = pod.status
-    if status is None:
-        return "no status yet"
-    parts = [status.phase or "Unknown"]
-    parts += [
-        f"{c.type}={c.status}" + (f" ({c.reason})" if c.reason else "") for c in status.conditions or []
-    ]
-    for c in [*(status.init_container_statuses or []), *(status.container_statuses or [])]:
-        if c.state and c.state.waiting and c.state.waiting.reason:
-            parts.append(f"{c.name} waiting: {c.state.waiting.reason}")
-    return ", ".join(parts)
-
-
-def _why(pod: k8s.V1Pod) -> str:
-    status = pod.status
-    reason = f"{status.reason or ''} {status.message or ''}".strip() if status else ""
-    return reason or "no reason given"
-
-
-def _pod_info(pod: Doc, now: float) -> PodInfo:
-    meta = pod["metadata"]
-    labels = meta.get("labels", {})
-    status = pod.get("status", {})
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions", []))
-    created = float(labels.get(LABEL_CREATED_AT, now))
-    return PodInfo(
-        name=meta["name"],
-        sandbox_id=labels.get(LABEL_SANDBOX_ID, meta["name"]),
-        run_id=labels.get(LABEL_RUN_ID, ""),
-        phase=status.get("phase", "Unknown"),
-        ready=ready,
-        age_s=now - created,
-        expires_at=float(labels.get(LABEL_EXPIRES_AT, math.inf)),
-    )

@@ -1,5 +1,6 @@
 """The stateful tool world: the file format, the state and tool execution."""
 
+from envgym.world.files import load_tasks, load_world
 from envgym.world.folder import REQUIRED_FILES, load_module, resolve_python
 from envgym.world.loaded import LoadedEnvironment
 from envgym.world.spec import (
@@ -11,8 +12,6 @@ from envgym.world.spec import (
     ToolCall,
     ToolSpec,
     WorldSpec,
-    load_tasks,
-    load_world,
 )
 from envgym.world.state import WorldState, generate_state, next_key
 from envgym.world.tools import ToolError, ToolExecutor, ToolResult

@@ -16,7 +16,7 @@ import referencing
 from kubernetes_validate.utils import schema_contents
 
 from envgym.deploy import K8S_DIR
-from envgym.sandbox.kubernetes import parse_quantity
+from envgym.sandbox.k8s_pods import parse_quantity
 
 KUBERNETES_VERSION = "1.34.0"
 """The Kubernetes version the manifests are validated against (kubernetes-validate ships its schemas)."""
