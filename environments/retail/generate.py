@@ -76,15 +76,21 @@ def generate_tasks(data: LoadedEnvironment) -> list[TaskSpec]:
         u = users[o["user_id"]]
         tasks.append(TaskSpec(
             id=f"status_{o['order_id'][1:]}",
-            instruction=f"Find out the status and the total of your order {o['order_id']}.",
-            opening=f"What is the status of my order {o['order_id']}, and how much did it cost?",
+            instruction=f"Find out the status and the total of your order {o['order_id']}, then have the address it "
+                        "ships to made your default address.",
+            opening=f"What is the status of my order {o['order_id']}, and how much did it cost? It goes to my new "
+                    "home, so please make its shipping address my default address too.",
             user_known={"email": u["email"], "order_id": o["order_id"]},
-            solution=[auth(u["user_id"]), _call("get_order_details", order_id=o["order_id"])],
-            final_reply=f"Order {o['order_id']} is {o['status']}; its total was {o['total']}.",
+            solution=[auth(u["user_id"]), _call("get_order_details", order_id=o["order_id"]),
+                      _call("update_user_address", user_id=u["user_id"], address=o["address"])],
+            final_reply=f"Order {o['order_id']} is {o['status']}; its total was {o['total']}. Its shipping address "
+                        "is now your default address.",
             answers=[Answer(value=o["status"], type="enum", choices=statuses),
                      Answer(value=str(o["total"]), type="money")],
-            rubric=["The agent reported the exact status and total from the order record."],
-            tags=["read"],
+            assertions=[Assertion(entity="users", key=u["user_id"], field="address", value=o["address"])],
+            rubric=["The agent reported the exact status and total from the order record.",
+                    "The agent copied the order's shipping address into the profile after the user confirmed."],
+            tags=["read", "write", "profile"],
         ))
     names = {}
     for p in products:

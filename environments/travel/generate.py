@@ -97,20 +97,35 @@ def generate_tasks(data: LoadedEnvironment) -> list[TaskSpec]:
             rubric=["The agent offered the cheapest scheduled flight with enough seats and confirmed before booking."],
             tags=["write", "book"],
         ))
-    for r in rng.sample(reservations, 6):
+    # A question, then a change that depends on the answer. The user's words and the reference reply name no flight
+    # status but the true one, so saying every status stays a guess.
+    for r in rng.sample(confirmed, 6):
         u, rid = users[r["user_id"]], r["reservation_id"]
         f = flights[r["flight_number"]]
+        if f["status"] == "scheduled":
+            change, effect = _call("update_reservation_bags", reservation_id=rid, bags=r["bags"] + 1), "bags"
+            done = f"I added a checked bag; it now has {r['bags'] + 1}."
+        else:
+            change, effect = _call("cancel_reservation", reservation_id=rid), "status"
+            done = "As you asked, I went ahead with the cancellation of the reservation."
         tasks.append(TaskSpec(
             id=f"status_{rid}",
-            instruction=f"Find out the flight number, departure time and flight status of reservation {rid}.",
-            opening=f"Which flight is my reservation {rid} on, when does it leave, and is it on time?",
+            instruction=f"Find out the flight number, departure time and flight status of reservation {rid}. If "
+                        "the flight is not running on schedule, you want to cancel the reservation; if it is, you "
+                        "want one more checked bag on it.",
+            opening=f"Which flight is my reservation {rid} on, when does it leave, and is it on time? If it is not "
+                    "running on schedule, please cancel my reservation; if it is, add one checked bag.",
             user_known={"email": u["email"], "reservation_id": rid},
             solution=[auth(u["user_id"]), _call("get_reservation_details", reservation_id=rid),
-                      _call("get_flight_details", flight_number=f["flight_number"])],
-            final_reply=f"Reservation {rid} is on {f['flight_number']}, departing {f['departure']}; it is {f['status']}.",
+                      _call("get_flight_details", flight_number=f["flight_number"]), change],
+            final_reply=f"Reservation {rid} is on {f['flight_number']}, departing {f['departure']}; it is "
+                        f"{f['status']}. {done}",
             answers=[Answer(value=f["flight_number"], type="id"),
                      Answer(value=f["departure"], type="time", choices=choices("departure")),
                      Answer(value=f["status"], type="enum", choices=choices("status"))],
-            tags=["read"],
+            assertions=[Assertion(entity="reservations", key=rid, field=effect,
+                                  value=r["bags"] + 1 if effect == "bags" else "cancelled")],
+            rubric=["The agent read the flight's status before choosing between cancelling and adding a bag."],
+            tags=["read", "write", effect],
         ))
     return tasks
