@@ -11,16 +11,20 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 import re
 import shlex
+import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters
 from mcp import types as mcp_types
+from mcp.client.stdio import stdio_client
+from pydantic import ValidationError
 
 from envgym.world.spec import ToolLabel, ToolSpec
 from envgym.world.state import WorldState
@@ -40,8 +44,81 @@ def server_argv(command: str | Sequence[str]) -> list[str]:
     return argv
 
 
-def _params(argv: list[str]) -> StdioServerParameters:
-    return StdioServerParameters(command=argv[0], args=argv[1:])
+def parse_env(pairs: Sequence[str]) -> dict[str, str]:
+    """`KEY=VALUE` strings (the CLI's `--env`) as a dict; a pair without `=` or with an empty key is a HarvestError."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise HarvestError(f"--env {pair!r}: expected KEY=VALUE")
+        env[key] = value
+    return env
+
+
+class ServerWatch:
+    """What a starting server did wrong: its stderr (kept in a temporary file) and the first stdout line that is
+    not JSON-RPC. `cause(exc)` turns the SDK's error (often an ExceptionGroup around "Connection closed") into one
+    line saying what the server did."""
+
+    def __init__(self) -> None:
+        self.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115 (closed by close())
+        self.bad_line: str | None = None
+        self.scope: anyio.CancelScope | None = None
+
+    async def on_message(self, message: object) -> None:
+        # The SDK hands transport faults (a stdout line that is not JSON-RPC) to this handler and otherwise waits for
+        # an answer that never comes: stop listing at once.
+        if isinstance(message, ValidationError) and self.bad_line is None:
+            errors = message.errors()
+            self.bad_line = str(errors[0].get("input", "")) if errors else str(message)
+            if self.scope is not None:
+                self.scope.cancel()
+
+    def stderr_tail(self, lines: int = 3) -> str:
+        self.stderr.flush()
+        self.stderr.seek(0)
+        text = [line.strip() for line in self.stderr.read().splitlines() if line.strip()]
+        return " | ".join(text[-lines:])
+
+    def cause(self, exc: BaseException | None) -> str:
+        if self.bad_line is not None:
+            return f"printed a line that is not JSON-RPC on stdout: {self.bad_line[:200]!r}"
+        leaf = _leaf(exc) if exc is not None else None
+        tail = self.stderr_tail()
+        if isinstance(leaf, TimeoutError):
+            return "did not answer the MCP handshake in time" + (f" (stderr: {tail})" if tail else "")
+        if isinstance(leaf, OSError):
+            return f"cannot start: {leaf}"
+        what = f"exited or closed its stdout ({type(leaf).__name__}: {leaf})" if leaf is not None else "failed"
+        return f"{what}; stderr: {tail}" if tail else f"{what}; it wrote nothing on stderr"
+
+    def close(self) -> None:
+        self.stderr.close()
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first non-group exception inside (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+@contextlib.contextmanager
+def _quiet_sdk() -> Iterator[None]:
+    """The SDK logs a traceback for every stdout line it cannot parse; our error names the line instead."""
+    log = logging.getLogger("mcp.client.stdio")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def _client(argv: list[str], env: Mapping[str, str] | None, watch: ServerWatch) -> Client:
+    # Extra variables are merged over the SDK's safe default (HOME, PATH, SHELL, TERM, ...), nothing else leaks in.
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(env) if env else None)
+    return Client(stdio_client(params, errlog=watch.stderr), message_handler=watch.on_message)
 
 
 def labels_from_annotations(annotations: mcp_types.ToolAnnotations | None) -> list[ToolLabel]:
@@ -96,10 +173,13 @@ def tool_spec(tool: mcp_types.Tool, argv: list[str], server_name: str, taken: se
                     tool.name, parameters=parameters, labels=labels_from_annotations(tool.annotations), source=source)
 
 
-async def _list_tools(argv: list[str], timeout_s: float) -> tuple[str, list[mcp_types.Tool]]:
-    with anyio.fail_after(timeout_s):
-        async with Client(_params(argv)) as client:
-            tools: list[mcp_types.Tool] = []
+async def _list_tools(argv: list[str], env: Mapping[str, str] | None, timeout_s: float,
+                      watch: ServerWatch) -> tuple[str, list[mcp_types.Tool]]:
+    tools: list[mcp_types.Tool] = []
+    name = argv[0]
+    with anyio.fail_after(timeout_s), anyio.CancelScope() as scope:
+        watch.scope = scope
+        async with _client(argv, env, watch) as client:
             cursor: str | None = None
             while True:
                 page = await client.list_tools(cursor=cursor)
@@ -108,19 +188,37 @@ async def _list_tools(argv: list[str], timeout_s: float) -> tuple[str, list[mcp_
                 if cursor is None:
                     break
             info = client.server_info
-            return (info.name if info is not None else argv[0]), tools
+            name = info.name if info is not None else argv[0]
+    if watch.bad_line is not None:
+        raise HarvestError(watch.cause(None))
+    return name, tools
 
 
-def harvest(servers: Sequence[str | Sequence[str]], timeout_s: float = 60.0) -> list[ToolSpec]:
-    """Tool specs of every tool of every server, in server order then the server's listing order."""
+def list_server_tools(command: str | Sequence[str], env: Mapping[str, str] | None = None,
+                      timeout_s: float = 60.0) -> tuple[str, list[mcp_types.Tool]]:
+    """(server name, tools) of one server; any failure is one HarvestError naming the command and the cause."""
+    argv = server_argv(command)
+    watch = ServerWatch()
+    try:
+        with _quiet_sdk():
+            return anyio.run(_list_tools, argv, env, timeout_s, watch)
+    except HarvestError as exc:
+        raise HarvestError(f"MCP server {' '.join(argv)!r}: {exc}") from None
+    except Exception as exc:  # the SDK raises ExceptionGroups of transport errors: say what the server did
+        raise HarvestError(f"MCP server {' '.join(argv)!r}: {watch.cause(exc)}") from None
+    finally:
+        watch.close()
+
+
+def harvest(servers: Sequence[str | Sequence[str]], timeout_s: float = 60.0,
+            env: Mapping[str, str] | None = None) -> list[ToolSpec]:
+    """Tool specs of every tool of every server, in server order then the server's listing order. `env` holds
+    extra environment variables for the servers (only the SDK's safe defaults reach them otherwise)."""
     specs: list[ToolSpec] = []
     taken: set[str] = set()
     for command in servers:
         argv = server_argv(command)
-        try:
-            name, tools = anyio.run(_list_tools, argv, timeout_s)
-        except (OSError, TimeoutError) as exc:
-            raise HarvestError(f"MCP server {' '.join(argv)!r}: cannot start or list tools: {exc}") from exc
+        name, tools = list_server_tools(argv, env, timeout_s)
         specs.extend(tool_spec(t, argv, name, taken) for t in tools)
     return specs
 
@@ -142,9 +240,11 @@ class LiveMCPTools:
     async, so one background event loop holds the sessions and the sync functions submit calls to it.
     """
 
-    def __init__(self, specs: Sequence[ToolSpec], timeout_s: float = 60.0):
+    def __init__(self, specs: Sequence[ToolSpec], timeout_s: float = 60.0, env: Mapping[str, str] | None = None):
         self.specs = [s for s in specs if s.source and s.source.get("kind") == "mcp"]
         self.timeout_s = timeout_s
+        self.env = dict(env or {})
+        self._watches: dict[tuple[str, ...], ServerWatch] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-live", daemon=True)
         self._clients: dict[tuple[str, ...], Client] = {}
@@ -160,8 +260,9 @@ class LiveMCPTools:
             try:
                 ready.result(self.timeout_s)
             except Exception as exc:
+                cause = self._watches[argv].cause(exc)
                 self.close()
-                raise HarvestError(f"MCP server {' '.join(argv)!r} did not start: {exc}") from exc
+                raise HarvestError(f"MCP server {' '.join(argv)!r} did not start: {cause}") from None
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -173,8 +274,9 @@ class LiveMCPTools:
 
     async def _hold(self, argv: tuple[str, ...], ready: concurrent.futures.Future[None]) -> None:
         assert self._stop is not None
+        watch = self._watches[argv] = ServerWatch()
         try:
-            async with Client(_params(list(argv))) as client:
+            async with _client(list(argv), self.env, watch) as client:
                 self._clients[argv] = client
                 ready.set_result(None)
                 await self._stop.wait()
@@ -219,3 +321,5 @@ class LiveMCPTools:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(self.timeout_s)
         self._loop.close()
+        for watch in self._watches.values():
+            watch.close()

@@ -61,11 +61,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _harvest(servers: list[str], env_pairs: list[str], timeout_s: float) -> list[Any]:
+    """Harvest the servers' tool specs; a server that fails to start is one CLI error line naming it and why."""
+    from synth.mcp_harvest import HarvestError, harvest, parse_env
+
+    try:
+        return harvest(servers, timeout_s=timeout_s, env=parse_env(env_pairs))
+    except HarvestError as exc:
+        raise CliError(f"HarvestError: {exc}") from None
+
+
 def cmd_harvest(args: argparse.Namespace) -> int:
-    from synth.mcp_harvest import harvest
     from synth.store import with_id, write_jsonl
 
-    specs = harvest(args.server, timeout_s=args.timeout)
+    specs = _harvest(args.server, args.env, args.timeout)
     records = [with_id({"spec": s.model_dump(mode="json", exclude_defaults=True)}) for s in specs]
     write_jsonl(Path(args.out), records)
     servers = sorted({" ".join(s.source["server"]) for s in specs if s.source})
@@ -125,6 +134,12 @@ def _llm_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server URL")
 
 
+def _env_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                   help="environment variable for the MCP servers (repeatable; otherwise only HOME, PATH, SHELL, "
+                        "TERM and the like reach them)")
+
+
 def register(sub: Any) -> None:
     parser = sub.add_parser("synth", help="synthesize environments, harvest MCP tools, roll out and export data")
     synth = parser.add_subparsers(dest="synth_command", required=True, metavar="STAGE")
@@ -147,6 +162,7 @@ def register(sub: Any) -> None:
     p.add_argument("--server", action="append", required=True, help='server command, e.g. "mcp-server-time"')
     p.add_argument("--out", required=True, help="JSONL file of tool specs")
     p.add_argument("--timeout", type=float, default=60.0)
+    _env_option(p)
     add_json_flag(p)
     p.set_defaults(func=cmd_harvest)
 
