@@ -9,6 +9,7 @@ from pathlib import Path
 from envgym.rewards.answers import check_task_answers
 from envgym.world.errors import UnknownTaskError
 from envgym.world.files import load_tasks, load_world
+from envgym.world.live import check_live_tools
 from envgym.world.replay import Plant, TargetCache
 from envgym.world.spec import SpecError, TaskSpec, WorldSpec
 from envgym.world.state import WorldState, generate_state
@@ -27,6 +28,7 @@ class EnvironmentData:
     targets: TargetCache = field(init=False)
 
     def __post_init__(self) -> None:
+        check_live_tools(self.world, self.executor.implementations())
         self.targets = TargetCache(self.executor, self.initial)
 
     @property

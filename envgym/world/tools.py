@@ -233,6 +233,10 @@ class ToolExecutor:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["world"], state["env_dir"], state["extra"])  # type: ignore[misc]
 
+    def implementations(self) -> dict[str, Callable[..., Any]]:
+        """tool name -> its Python implementation (folder functions and `extra`), for checks over them."""
+        return dict(self._python)
+
     def openai_tools(self) -> list[dict[str, Any]]:
         """The tools as OpenAI function-calling schemas (what the agent sees)."""
         return [
