@@ -63,6 +63,7 @@ def collect_stats(root: str | Path) -> dict[str, Any]:
     per_domain: list[tuple[int, set[str]]] = []
     instructions: list[str] = []
     tools = writes = 0
+    sources: Counter[str] = Counter()
     for folder in envs:
         world = load_world(folder / "world.yaml")
         tasks = load_tasks(folder / "tasks.jsonl")
@@ -76,6 +77,7 @@ def collect_stats(root: str | Path) -> dict[str, Any]:
         for info in meta.get("tools", {}).values():
             operators[info["operator"]] += 1
             mutations.update(info.get("mutations", []))
+        sources["mcp" if "mcp" in world.meta else "procedural"] += len(tasks)
         for task in tasks:
             kinds[str(task.meta.get("kind", "task"))] += 1
             shapes.add(str(task.meta.get("shape", task.id)))
@@ -90,7 +92,8 @@ def collect_stats(root: str | Path) -> dict[str, Any]:
         "instruction_near_duplicate_rate": near_duplicate_rate(instructions),
         "tools_by_operator": dict(sorted(operators.items())), "tools_by_mutation": dict(sorted(mutations.items())),
         "domains_by_structural_operator": dict(sorted(structural.items())),
-        "tasks_by_kind": dict(sorted(kinds.items())), "tasks_rejected_by": _rejections(root),
+        "tasks_by_kind": dict(sorted(kinds.items())),
+        "tasks_by_source": {"procedural": sources["procedural"], "mcp": sources["mcp"]}, "tasks_rejected_by": _rejections(root),
         "tool_calls_per_task": {str(k): v for k, v in sorted(lengths.items())},
         "mean_tool_calls": round(sum(k * v for k, v in lengths.items()) / total, 3) if total else 0.0,
         "environments_by_category": dict(sorted(categories.items())),

@@ -44,8 +44,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from synth.pipeline import SYNTH_DIR, SynthConfig, run_pipeline
 
+    mcp_specs = _mcp_sources(args)
+    if args.domains == 0 and not mcp_specs:
+        raise CliError("--domains 0 leaves nothing to synthesize; give --mcp or --mcp-server, or some domains")
     spec = None if args.llm is None else (args.llm if args.llm == "local" else f"openai:{args.llm_model}")
-    config = SynthConfig(seed=args.seed, domains=args.domains, tasks_per_env=args.tasks_per_env, llm=spec)
+    config = SynthConfig(seed=args.seed, domains=max(args.domains, 1), tasks_per_env=args.tasks_per_env, llm=spec)
     model = _model(args, Path(args.out) / SYNTH_DIR / "llm_cache.jsonl")
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, disable=args.json, console=stderr) as bar:
@@ -56,7 +59,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                 jobs[stage] = bar.add_task(stage, total=total)
             bar.advance(jobs[stage])
 
-        summary = run_pipeline(config, args.out, advance, model=model, workers=args.workers)
+        summary = {"out": args.out}
+        if args.domains > 0:
+            summary = run_pipeline(config, args.out, advance, model=model, workers=args.workers)
+        if mcp_specs:
+            from synth.stages.mcp import run_mcp
+
+            summary["mcp"] = run_mcp(mcp_specs, args.out, config.seed, config.tasks_per_env, config.max_steps,
+                                     advance)
     _print(summary, args.json, "synth run")
     return 0
 
@@ -69,6 +79,21 @@ def _harvest(servers: list[str], env_pairs: list[str], timeout_s: float) -> list
         return harvest(servers, timeout_s=timeout_s, env=parse_env(env_pairs))
     except HarvestError as exc:
         raise CliError(f"HarvestError: {exc}") from None
+
+
+def _mcp_sources(args: argparse.Namespace) -> list[Any]:
+    """Tool specs from harvest files (--mcp) and from servers harvested now (--mcp-server)."""
+    from synth.stages.mcp import read_harvest
+
+    specs: list[Any] = []
+    for path in args.mcp:
+        try:
+            specs.extend(read_harvest(path))
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+    if args.mcp_server:
+        specs.extend(_harvest(args.mcp_server, args.env, args.timeout))
+    return specs
 
 
 def cmd_harvest(args: argparse.Namespace) -> int:
@@ -145,7 +170,13 @@ def register(sub: Any) -> None:
     synth = parser.add_subparsers(dest="synth_command", required=True, metavar="STAGE")
 
     p = synth.add_parser("run", help="run (or resume) the offline pipeline into a folder of environments")
-    p.add_argument("--domains", type=int, default=20)
+    p.add_argument("--domains", type=int, default=20, help="procedural domains (0: only the MCP worlds)")
+    p.add_argument("--mcp", action="append", default=[], metavar="HARVEST.jsonl",
+                   help="worlds from harvested MCP tools (a file of `synth harvest-mcp`; repeatable)")
+    p.add_argument("--mcp-server", action="append", default=[], metavar="CMD",
+                   help="harvest this stdio MCP server now and synthesize a world from its tools (repeatable)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds an MCP server may take to list its tools")
+    _env_option(p)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", required=True)
     p.add_argument("--tasks-per-env", type=int, default=24)
