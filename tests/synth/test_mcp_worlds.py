@@ -16,6 +16,7 @@ import gymnasium as gym
 import pytest
 
 import envgym
+from envgym.env import ToolWorldEnv
 from envgym.play.episode import run_episodes
 from envgym.play.policies import OraclePolicy, RefusePolicy
 from envgym.world.spec import ToolSpec
@@ -126,6 +127,7 @@ def test_worlds_from_three_real_servers_verify_and_the_oracle_scores_1(harvested
     assert len(ids) == 3
     for env_id in ids:
         env = gym.make(env_id).unwrapped
+        assert isinstance(env, ToolWorldEnv)
         tasks = [t.id for t in env.data.tasks]
         oracle = run_episodes(env, OraclePolicy(), len(tasks), task_ids=tasks)
         assert [t.reward for t in oracle] == [1.0] * len(tasks), env_id
