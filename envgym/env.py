@@ -25,6 +25,8 @@ The contract
     the state the task's reference solution reaches, every env assertion holds, the task's answers were said without
     guessing, every required output was said and the trajectory kept the world's policy rules
     (``envgym.rewards.rubric``).
+    ``info["state_hash"]`` at the end is the canonical hash of the agent's final world state (runs compare by it:
+    in-process and sandboxed, one seed and one action sequence give the same hash).
     If grading itself fails (the reference solution no longer replays, a grading hook raises), the reward is 0 and
     ``info["grading_error"]`` says why; the agent never sees it.
 
@@ -230,6 +232,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
                 info["tool_call_shaping"] = shaping_reward(scored)
                 reward += self.tool_reward_weight * info["tool_call_shaping"]
             info["reward_components"] = components
+            info["state_hash"] = self.state.hash()
             if error is not None:
                 info["grading_error"] = error
             info["wall_s"] = time.perf_counter() - self._started

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import gymnasium as gym
 
-ENTRY_POINT = "envgym.env:ToolWorldEnv"
+ENTRY_POINT = "envgym.sandboxed:make_world_env"  # ToolWorldEnv, or the same world in a sandbox (sandbox=...)
 NAMESPACE = "envgym"
 
 

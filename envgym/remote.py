@@ -45,6 +45,7 @@ class RemoteEnv(gym.Env[Any, Any]):
         token: bearer token, when the server requires one.
         token_file: a file holding the token (what `envgym serve` prints), instead of `token`.
         timeout_s: the longest any one call may take before `RemoteEnvError` is raised.
+        client: an open client of the server (a sandbox's, see `HttpSandbox.open_env`) instead of url and token.
         **kwargs: options for `gymnasium.make` on the server, from the allow-list in
             `envgym.sandbox.wire.EnvOptions` (task, seed, max_steps, ...); the server refuses any other.
     """
@@ -57,6 +58,7 @@ class RemoteEnv(gym.Env[Any, Any]):
         token: str | None = None,
         token_file: str | None = None,
         timeout_s: float = 30.0,
+        client: SandboxClient | None = None,
         **kwargs: Any,
     ) -> None:
         self.url = url
@@ -64,8 +66,10 @@ class RemoteEnv(gym.Env[Any, Any]):
             if token is not None:
                 raise RemoteEnvError("RemoteEnv: give token or token_file, not both")
             token = read_token(token_file)
+        # A client handed in belongs to its owner (a sandbox): close() ends the session and leaves the client open.
+        self._owns_client = client is None
         # One retry only: a dead server must surface as an error well within timeout_s.
-        self._client: SandboxClient | None = SandboxClient(
+        self._client: SandboxClient | None = client or SandboxClient(
             base_url=url, token=token, timeout_s=timeout_s, retries=1
         )
         # Options go as given: the server owns the allow-list and names what it refuses.
@@ -116,7 +120,8 @@ class RemoteEnv(gym.Env[Any, Any]):
         except SandboxError:
             pass  # the server is gone or already reaped the session; nothing is left to release
         finally:
-            client.close()
+            if self._owns_client:
+                client.close()
 
 
 def register() -> None:

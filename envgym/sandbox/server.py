@@ -24,7 +24,7 @@ from envgym.sandbox.httpd import HttpServer
 from envgym.sandbox.limits import ENV_SERVER_LIMITS, SANDBOX_LIMITS, ServerLimits
 from envgym.sandbox.process import ExecDefaults, become_subreaper
 from envgym.sandbox.router import Router
-from envgym.sandbox.server_env import EnvHost
+from envgym.sandbox.server_env import WORLDS_DIR, EnvHost
 from envgym.sandbox.service import SandboxService
 
 # The kernel's queue of connections not yet accepted; the event loop accepts them quickly.
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         ExecDefaults(args.workspace, args.timeout, args.max_output, json.loads(args.command_env), rlimits),
         ttl_s=args.ttl,
         idle_s=args.idle,
-        env_host=EnvHost(args.env_id),
+        env_host=EnvHost(args.env_id, worlds_dir=None if args.env_id else os.path.join(args.workspace, WORLDS_DIR)),
         # An env server's clients all hold its token; none of them may get a shell.
         exec_enabled=args.env_id is None,
         scratch=tuple(args.scratch),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
 import secrets
 import threading
 import time
@@ -16,6 +17,9 @@ import numpy as np
 from envgym.sandbox.errors import EnvHostError, InvalidRequestError, NotFoundError
 from envgym.sandbox.wire import EnvCreate, EnvResetResult, EnvSessionInfo, EnvStepResult
 from envgym.spaces import UnsupportedSpaceError, describe_space
+
+# Where a sandbox's uploaded environment folders live, under its workspace (see EnvHost.worlds_dir).
+WORLDS_DIR = ".envgym-worlds"
 
 
 def jsonable(value: Any) -> Any:
@@ -44,8 +48,12 @@ class _EnvSession:
 class EnvHost:
     """Environment sessions by id. `env_id` pins the one environment this host serves (None: any)."""
 
-    def __init__(self, env_id: str | None = None, idle_s: float = 600.0, max_sessions: int = 4096) -> None:
+    def __init__(self, env_id: str | None = None, idle_s: float = 600.0, max_sessions: int = 4096,
+                 worlds_dir: str | None = None) -> None:
         self.env_id = env_id
+        # A sandbox's own uploads: environment folders the operator put there (`envgym.sandboxed`). Only a full
+        # sandbox sets it: whoever holds its token can exec anyway, while an env server never loads a client's path.
+        self.worlds_dir = worlds_dir
         self.idle_s = idle_s
         self.max_sessions = max_sessions
         self._lock = threading.Lock()
@@ -90,6 +98,10 @@ class EnvHost:
             # Importing envgym registers every bundled environment with gymnasium.
             importlib.import_module("envgym")
             self._imported = True
+        if self.worlds_dir is not None and os.path.isdir(self.worlds_dir):
+            from envgym.registry import register_dir
+
+            register_dir(self.worlds_dir, override=True)
         try:
             return gym.make(env_id, **kwargs)
         except Exception as exc:
