@@ -20,6 +20,7 @@ from envgym.env import ToolWorldEnv
 from envgym.registry import env_id
 from envgym.remote import RemoteEnv
 from envgym.sandbox import Sandbox, SandboxSpec, create_sandbox
+from envgym.sandbox.client import HttpSandbox
 from envgym.sandbox.server_env import WORLDS_DIR
 from envgym.world.errors import EnvConfigError
 
@@ -53,11 +54,12 @@ class SandboxedEnv(gym.Env[Any, Any]):
             self._owns_box = True
         else:
             self.box, self._owns_box = sandbox, False
-        if not hasattr(self.box, "open_env"):
-            raise EnvConfigError(f"sandbox {self.box!r} does not host environments")
+        if not isinstance(self.box, HttpSandbox):
+            raise EnvConfigError(f"sandbox {self.box!r} does not host environments (no sandbox server)")
         try:
-            self.box.put_archive(f"{WORLDS_DIR}", folder_tar(folder, folder.name))
-            self.remote: RemoteEnv = self.box.open_env(env_id(folder.name), **kwargs)
+            self.box.put_archive(WORLDS_DIR, folder_tar(folder, folder.name))
+            self.remote = RemoteEnv(f"sandbox:{self.box.id}", env_id(folder.name), client=self.box.env_client(),
+                                    **kwargs)
         except Exception:
             self.close()
             raise
@@ -72,7 +74,7 @@ class SandboxedEnv(gym.Env[Any, Any]):
         return self.remote.step(action)
 
     def close(self) -> None:
-        remote = getattr(self, "remote", None)
+        remote: RemoteEnv | None = getattr(self, "remote", None)
         if remote is not None:
             remote.close()
         if self._owns_box:

@@ -16,7 +16,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("envgym.rewards", "envgym.guard", "envgym.users", "envgym.loader"),
     ("envgym.env",),
     ("envgym.play",),
-    ("envgym.sandbox", "envgym.remote", "envgym.serve", "envgym.train", "envgym.deploy", "envgym.k8s_render",
+    ("envgym.sandbox", "envgym.remote", "envgym.sandboxed", "envgym.serve", "envgym.train", "envgym.deploy", "envgym.k8s_render",
      "synth"),
     ("envgym.cli",),
 ]

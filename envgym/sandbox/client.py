@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
@@ -29,9 +29,6 @@ from envgym.sandbox.wire import (
     SessionResult,
     SessionRun,
 )
-
-if TYPE_CHECKING:
-    from envgym.remote import RemoteEnv
 
 # Extra seconds the HTTP read timeout allows beyond a command's own timeout (kill + drain + transfer).
 _TIMEOUT_MARGIN_S = 15.0
@@ -248,13 +245,10 @@ class HttpSandbox:
             "PUT", "/v1/files", content=content, params={"path": path, "mode": f"{mode:o}"}
         )
 
-    def open_env(self, env_id: str, **options: Any) -> RemoteEnv:
-        """A session of environment `env_id` hosted by this sandbox's server (bundled, or a folder uploaded under
-        `<workspace>/.envgym-worlds/`), with `gymnasium.make` options from `wire.EnvOptions`. Close it before the
-        sandbox; it shares the sandbox's connection."""
-        from envgym.remote import RemoteEnv
-
-        return RemoteEnv(f"sandbox:{self.id}", env_id, client=self._client(), **options)
+    def env_client(self) -> SandboxClient:
+        """The connection to this sandbox's server, for sessions of the environments it hosts:
+        `RemoteEnv(..., client=box.env_client())` (see `envgym.sandboxed`). The sandbox owns it and closes it."""
+        return self._client()
 
     def put_archive(self, dest: str, tar: bytes) -> None:
         self._client().request("PUT", "/v1/archive", content=tar, params={"dest": dest})
