@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from envgym.loader import EnvironmentData
 from envgym.play.episode import run_episode
 from envgym.play.policies import OraclePolicy, RefusePolicy
 from envgym.world.errors import EnvConfigError
-from envgym.world.spec import TaskSpec, ToolCall, WorldSpec
+from envgym.world.spec import TaskSpec, ToolCall, ToolSpec, WorldSpec
 from envgym.world.state import WorldState
 from envgym.world.tools import ToolExecutor
 from synth.mcp_harvest import HarvestError, LiveMCPTools, harvest
@@ -35,24 +36,30 @@ def _notes(db: Path) -> list[str]:
         return [r[0] for r in conn.execute("SELECT text FROM notes ORDER BY rowid")]
 
 
-def _data(specs: list, extra: dict) -> EnvironmentData:
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[ToolSpec]]:
+    """A notes server on one database file: (the file, its harvested tools)."""
+    db = tmp_path_factory.mktemp("shared") / "notes.db"
+    return db, harvest([f"{sys.executable} {NOTES} {db}"])
+
+
+def _data(specs: list[ToolSpec], extra: dict[str, Any]) -> EnvironmentData:
     world = WorldSpec(name="notes", tools=specs)
     return EnvironmentData(world, [TASK], None, WorldState({}), ToolExecutor(world, extra=extra))
 
 
-def test_an_env_on_a_shared_live_server_does_not_build(tmp_path: Path) -> None:
-    db = tmp_path / "notes.db"
-    specs = harvest([f"{sys.executable} {NOTES} {db}"])
-    shared = r"tool 'add_note' runs live .* cannot be reset between episodes"
-    with LiveMCPTools(specs) as live, pytest.raises(EnvConfigError, match=shared):
+def test_an_env_on_a_shared_live_server_does_not_build(shared: tuple[Path, list[ToolSpec]]) -> None:
+    db, specs = shared
+    refused = r"tool 'add_note' runs live .* cannot be reset between episodes"
+    with LiveMCPTools(specs) as live, pytest.raises(EnvConfigError, match=refused):
         env = ToolWorldEnv(data=_data(specs, live.functions()), guard=False)
         # What the old code let happen, kept here so that a failure says what went wrong:
         run = run_episode(env, RefusePolicy(), seed=0, options={"task_id": TASK.id})
         assert run.reward < 1.0, f"a do-nothing agent scored {run.reward}; the database holds {_notes(db)}"
 
 
-def test_live_tools_without_an_implementation_do_not_build(tmp_path: Path) -> None:
-    specs = harvest([f"{sys.executable} {NOTES} {tmp_path / 'notes.db'}"])
+def test_live_tools_without_an_implementation_do_not_build(shared: tuple[Path, list[ToolSpec]]) -> None:
+    _, specs = shared
     with pytest.raises(EnvConfigError, match="has no implementation here"):
         _data(specs, {})
 
@@ -73,7 +80,8 @@ def test_a_fresh_server_per_episode_grades_the_servers_state(tmp_path: Path) -> 
     assert _notes(template / "notes.db") == ["call mum"]  # neither the replay nor an episode wrote the template
 
 
-def test_a_server_command_without_a_state_placeholder_is_refused(tmp_path: Path) -> None:
-    specs = harvest([f"{sys.executable} {NOTES} {tmp_path / 'notes.db'}"])
+def test_a_server_command_without_a_state_placeholder_is_refused(shared: tuple[Path, list[ToolSpec]],
+                                                                tmp_path: Path) -> None:
+    _, specs = shared
     with pytest.raises(HarvestError, match="no \\{state\\} placeholder"):
         EpisodeMCPTools(specs, tmp_path)
