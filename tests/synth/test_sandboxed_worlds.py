@@ -99,8 +99,9 @@ def _compare(ids: list[str], box: Sandbox) -> int:
 
 @pytest.fixture
 def local_box() -> Iterator[Sandbox]:
-    with create_sandbox(SandboxSpec(), backend="local") as box:
-        yield box
+    box = create_sandbox(SandboxSpec(), backend="local")
+    yield box
+    box.close()
 
 
 def test_worlds_in_a_local_sandbox_match_in_process_episodes(five_worlds: list[str], local_box: Sandbox) -> None:
@@ -116,8 +117,11 @@ def test_worlds_in_one_docker_container_match_in_process_episodes(five_worlds: l
     if not docker_available():
         pytest.fail("no Docker engine on this machine (scripts/ci_docker.sh starts one)")
     tag = ensure_image(docker.from_env(), quiet=True)
-    with create_sandbox(SandboxSpec(image=tag, memory_mb=1024), backend="docker") as box:
+    box = create_sandbox(SandboxSpec(image=tag, memory_mb=1024), backend="docker")
+    try:
         assert _compare(five_worlds, box) >= 20
+    finally:
+        box.close()
 
 
 def test_a_sandbox_that_cannot_host_worlds_is_refused(tmp_path: Path) -> None:
