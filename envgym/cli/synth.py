@@ -24,6 +24,17 @@ def _print(summary: dict[str, Any], as_json: bool, title: str) -> None:
     Console().print(table)
 
 
+def _print_mcp(per_server: dict[str, Any]) -> None:
+    """Per MCP server: the tools mapped (operation, entity), those not mapped and why, and the verified tasks."""
+    table = Table("server", "env", "mapped", "not mapped (why)", "tasks verified", title="MCP-grounded worlds",
+                  show_lines=True)
+    for server, info in per_server.items():
+        table.add_row(server, info["env"] or "-", "\n".join(f"{t}: {op}" for t, op in info["tools_mapped"].items()),
+                      "\n".join(f"{t}: {why}" for t, why in info["tools_not_mapped"].items()),
+                      f"{info['tasks_verified']} / {info['tasks_sampled']}")
+    Console().print(table)
+
+
 def _model(args: argparse.Namespace, cache: Path) -> ChatModel | None:
     """The proposing/paraphrasing model behind the record/replay cache, or None for the procedural path."""
     if args.llm is None:
@@ -67,6 +78,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             summary["mcp"] = run_mcp(mcp_specs, args.out, config.seed, config.tasks_per_env, config.max_steps,
                                      advance)
+    if not args.json and "mcp" in summary:
+        _print_mcp(summary.pop("mcp"))
     _print(summary, args.json, "synth run")
     return 0
 

@@ -100,18 +100,19 @@ def harvested(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     out = root / "harvest.jsonl"
     subprocess.run([sys.executable, "-m", "envgym.cli", "synth", "harvest-mcp", "--server",
-                    "mcp-server-time --local-timezone UTC", "--server", f"mcp-server-git --repository {repo}",
-                    "--server", f"mcp-server-filesystem {repo}", "--out", str(out)], check=True, cwd=REPO,
-                   capture_output=True, timeout=300)
+                    "mcp-server-time --local-timezone UTC", "--server", f"mcp-server-filesystem {repo}",
+                    "--out", str(out)], check=True, cwd=REPO, capture_output=True, timeout=300)
     return out
 
 
 @pytest.mark.mcp
 def test_worlds_from_three_real_servers_verify_and_the_oracle_scores_1(harvested: Path, tmp_path: Path) -> None:
     out = tmp_path / "suite"
+    # Two servers from a harvest file, the third harvested by the run itself.
+    git = f"mcp-server-git --repository {harvested.parent / 'repo'}"
     result = subprocess.run([sys.executable, "-m", "envgym.cli", "synth", "run", "--domains", "0", "--mcp",
-                             str(harvested), "--tasks-per-env", "4", "--out", str(out), "--json"], cwd=REPO,
-                            capture_output=True, text=True, timeout=600)
+                             str(harvested), "--mcp-server", git, "--tasks-per-env", "4", "--out", str(out),
+                             "--json"], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     per_server = json.loads(result.stdout)["mcp"]
     assert set(per_server) == {"mcp-time", "mcp-git", "secure-filesystem-server"}
