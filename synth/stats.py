@@ -48,6 +48,12 @@ def _curve(signatures: list[tuple[int, set[str]]]) -> dict[str, int]:
     return out
 
 
+def _judge(root: Path) -> int | None:
+    """How many trajectories the judge filter kept (`envgym synth judge`), or None if it has not run."""
+    path = root / "_synth" / "judge.json"
+    return int(json.loads(path.read_text())["judge_kept"]) if path.exists() else None
+
+
 def collect_stats(root: str | Path) -> dict[str, Any]:
     """Everything `envgym synth stats --json` prints."""
     root = Path(root)
@@ -93,7 +99,8 @@ def collect_stats(root: str | Path) -> dict[str, Any]:
         "tools_by_operator": dict(sorted(operators.items())), "tools_by_mutation": dict(sorted(mutations.items())),
         "domains_by_structural_operator": dict(sorted(structural.items())),
         "tasks_by_kind": dict(sorted(kinds.items())),
-        "tasks_by_source": {"procedural": sources["procedural"], "mcp": sources["mcp"]}, "tasks_rejected_by": _rejections(root),
+        "tasks_by_source": {"procedural": sources["procedural"], "mcp": sources["mcp"]},
+        "judge_kept": _judge(root), "tasks_rejected_by": _rejections(root),
         "tool_calls_per_task": {str(k): v for k, v in sorted(lengths.items())},
         "mean_tool_calls": round(sum(k * v for k, v in lengths.items()) / total, 3) if total else 0.0,
         "environments_by_category": dict(sorted(categories.items())),

@@ -1,4 +1,4 @@
-"""`envgym synth run | harvest-mcp | rollouts | export | difficulty | stats`: the synthesizer's commands."""
+"""`envgym synth run | harvest-mcp | rollouts | export | difficulty | judge | stats`: the synthesizer's commands."""
 
 from __future__ import annotations
 
@@ -160,6 +160,17 @@ def cmd_difficulty(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_judge(args: argparse.Namespace) -> int:
+    from synth.pipeline import SYNTH_DIR
+    from synth.stages.judge import judge_filter
+
+    model = _model(args, Path(args.cache) if args.cache else Path(args.dir) / SYNTH_DIR / "llm_cache.jsonl")
+    assert model is not None  # --llm is required here
+    _print({"out": args.out, **judge_filter(args.dir, args.rollouts, args.out, model, args.threshold)}, args.json,
+           "judge")
+    return 0
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     from synth.stats import collect_stats
 
@@ -236,6 +247,19 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0)
     add_json_flag(p)
     p.set_defaults(func=cmd_difficulty)
+
+    p = synth.add_parser("judge", help="keep verified trajectories that an LLM judge scores at or above a threshold")
+    p.add_argument("dir", help="the folder of environments the rollouts ran on")
+    p.add_argument("--rollouts", required=True)
+    p.add_argument("--out", required=True, help="JSONL file of the kept trajectories (with their judge score)")
+    p.add_argument("--llm", choices=["local", "openai"], required=True, help="the judge model")
+    p.add_argument("--llm-mode", choices=["auto", "record", "replay"], default="auto",
+                   help="record/replay cache mode; replay never calls the model")
+    p.add_argument("--cache", default=None, help="the record/replay cache (default DIR/_synth/llm_cache.jsonl)")
+    p.add_argument("--threshold", type=float, default=0.5)
+    _llm_options(p)
+    add_json_flag(p)
+    p.set_defaults(func=cmd_judge)
 
     p = synth.add_parser("stats", help="counts and diversity of a folder of synthesized environments")
     p.add_argument("dir")
