@@ -22,6 +22,7 @@ from synth.lexicon import words
 from synth.model import DomainModel
 from synth.phrasing import mask, phrase
 from synth.program import AnswerStep, Ask, CallRequest, Program, ProgramError, Reply, run, shape
+from synth.quality import paraphrase_problem
 from synth.seeds import content_id
 from synth.segments import SEGMENTS, Builder, Unfit, authenticate
 
@@ -145,12 +146,12 @@ def sample_task(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, 
 
 
 def paraphrased(model: ChatModel, task: TaskSpec) -> TaskSpec:
-    """The task with a model's rewording of its opening, kept only if every literal it states survives verbatim."""
-    keep = [str(v) for v in task.meta.get("literals", [])]
+    """The task with a model's rewording of its opening, kept only if it passes `synth.quality.paraphrase_problem`
+    (one line from the user, every literal verbatim, no answer or tool given away)."""
     prompt = ("Rewrite this customer message in different words. Keep every name and number exactly. "
               f"Reply with the rewritten message only.\n\nMessage: {task.opening}")
     reply = model.chat([{"role": "user", "content": prompt}], max_tokens=96, temperature=0.0, seed=0).text.strip()
-    if not reply or len(reply) > 400 or "<" in reply or not all(k in reply for k in keep):
+    if paraphrase_problem(reply, task) is not None:
         return task
     return task.model_copy(update={"opening": reply, "meta": {**task.meta, "paraphrased": True}})
 

@@ -1,0 +1,40 @@
+"""Quality filters for model outputs that enter tasks: a reworded opening is used only if it is still one message
+from the user that states every literal and gives nothing away."""
+
+from __future__ import annotations
+
+import re
+
+from envgym.world.spec import TaskSpec
+
+MAX_CHARS = 400
+# How an assistant, not a customer, opens or signs off: a reworded user message must not sound like this.
+AGENT_VOICE = re.compile(
+    r"^(sure|certainly|of course|absolutely|here is|here's|as an ai|assistant:|agent:|i'd be happy|i can help)"
+    r"|how (can|may) i (help|assist)|let me (check|look)|i have (updated|cancelled|created)", re.IGNORECASE)
+
+
+def paraphrase_problem(reply: str, task: TaskSpec) -> str | None:
+    """Why `reply`, a model's rewording of `task.opening`, cannot replace it; None when it can."""
+    text = reply.strip()
+    if not text:
+        return "empty"
+    if "\n" in text:
+        return "several lines"
+    if len(text) > MAX_CHARS:
+        return f"longer than {MAX_CHARS} characters"
+    if "<" in text or "{" in text:
+        return "markup or a tool call"
+    if AGENT_VOICE.search(text):
+        return "speaks as the agent"
+    for literal in (str(v) for v in task.meta.get("literals", [])):
+        if literal not in text:
+            return f"drops {literal!r}"
+    opening = task.opening.lower()
+    for answer in task.answers:
+        if len(answer.value) > 1 and answer.value.lower() not in opening and answer.value.lower() in text.lower():
+            return f"leaks the answer {answer.value!r}"
+    for call in task.solution:
+        if call.name.lower() in text.lower() and call.name.lower() not in opening:
+            return f"names the tool {call.name!r}"
+    return None
