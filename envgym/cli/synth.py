@@ -126,6 +126,14 @@ def cmd_rollouts(args: argparse.Namespace) -> int:
     from synth.rollouts import passes, rollout
 
     kwargs: dict[str, Any] = {}
+    user, user_model = "scripted", None
+    if args.user_llm is not None:
+        from synth.pipeline import SYNTH_DIR
+
+        # The user simulator is a model too: through the record/replay cache, like every model in synth.
+        user = "llm"
+        user_model = _model(argparse.Namespace(**{**vars(args), "llm": args.user_llm}),
+                            Path(args.dir) / SYNTH_DIR / "llm_cache.jsonl")
     if args.policy == "openai":
         kwargs = {"model": args.llm_model, "base_url": args.base_url}
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -138,7 +146,8 @@ def cmd_rollouts(args: argparse.Namespace) -> int:
             bar.update(job, total=total, advance=1)
 
         records = rollout(args.dir, args.out, policy=args.policy, n=args.n, seed=args.seed,
-                          failure_rate=args.failure_rate, advance=advance, **kwargs)
+                          failure_rate=args.failure_rate, advance=advance, user=user, user_model=user_model,
+                          **kwargs)
     rewards = [r["reward"] for r in records]
     _print({"out": args.out, "trajectories": len(records), "passed": sum(passes(r) for r in records),
             "mean_reward": round(sum(rewards) / len(rewards), 4) if rewards else 0.0}, args.json, "rollouts")
@@ -229,6 +238,10 @@ def register(sub: Any) -> None:
     p.add_argument("--n", type=int, default=4, help="rollouts per task")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--failure-rate", type=float, default=0.1, help="chance each tool call fails transiently")
+    p.add_argument("--user-llm", choices=["local", "openai"], default=None,
+                   help="a model plays the user (default: the scripted user)")
+    p.add_argument("--llm-mode", choices=["auto", "record", "replay"], default="auto",
+                   help="record/replay cache mode of the user model; replay never calls it")
     _llm_options(p)
     add_json_flag(p)
     p.set_defaults(func=cmd_rollouts)
