@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -28,22 +29,30 @@ def _scores(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) 
 
 
 @pytest.fixture(scope="module")
-def rollouts(small_suite: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def suite(small_suite: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the shared suite: the filter writes its counts into the folder."""
+    copy = tmp_path_factory.mktemp("judged") / "suite"
+    shutil.copytree(small_suite, copy)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def rollouts(suite: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("judge")
     # Two fair runs per task with transient failures (retries make one longer than the other), and a random run
     # (its own file: a rollout file holds one run per task and k).
-    rollout(small_suite, folder / "fair.jsonl", policy="fair", n=2, seed=0, failure_rate=0.3)
-    rollout(small_suite, folder / "random.jsonl", policy="random", n=1, seed=0)
+    rollout(suite, folder / "fair.jsonl", policy="fair", n=2, seed=0, failure_rate=0.3)
+    rollout(suite, folder / "random.jsonl", policy="random", n=1, seed=0)
     out = folder / "rollouts.jsonl"
     out.write_text((folder / "fair.jsonl").read_text() + (folder / "random.jsonl").read_text())
     return out
 
 
 def test_judge_keeps_only_verified_trajectories_it_scores_high_and_replays_offline(
-        small_suite: Path, rollouts: Path, tmp_path: Path) -> None:
+        suite: Path, rollouts: Path, tmp_path: Path) -> None:
     cache = tmp_path / "judge_cache.jsonl"
     recorded = CachedChatModel(ScriptedChatModel(reply_fn=_scores, name="judge"), cache, mode="record")
-    summary = judge_filter(small_suite, rollouts, tmp_path / "kept.jsonl", recorded, threshold=0.5)
+    summary = judge_filter(suite, rollouts, tmp_path / "kept.jsonl", recorded, threshold=0.5)
     kept = read_jsonl(tmp_path / "kept.jsonl")
     records = read_jsonl(rollouts)
     assert summary["trajectories"] == len(records) == 90 and summary["judge_kept"] == len(kept)
@@ -52,12 +61,12 @@ def test_judge_keeps_only_verified_trajectories_it_scores_high_and_replays_offli
     assert 0 < len(kept) < summary["verified"]
     # Replay: the model must not be called (it has no replies), the same trajectories are kept.
     offline = CachedChatModel(ScriptedChatModel(replies=[], name="judge"), cache, mode="replay")
-    again = judge_filter(small_suite, rollouts, tmp_path / "again.jsonl", offline, threshold=0.5)
+    again = judge_filter(suite, rollouts, tmp_path / "again.jsonl", offline, threshold=0.5)
     assert (tmp_path / "again.jsonl").read_bytes() == (tmp_path / "kept.jsonl").read_bytes()
     assert again["judge_kept"] == summary["judge_kept"]
-    assert collect_stats(small_suite)["judge_kept"] == len(kept)
+    assert collect_stats(suite)["judge_kept"] == len(kept)
 
 
-def test_a_threshold_outside_0_1_is_refused(small_suite: Path, rollouts: Path, tmp_path: Path) -> None:
+def test_a_threshold_outside_0_1_is_refused(suite: Path, rollouts: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="threshold"):
-        judge_filter(small_suite, rollouts, tmp_path / "k.jsonl", ScriptedChatModel(replies=[]), threshold=1.5)
+        judge_filter(suite, rollouts, tmp_path / "k.jsonl", ScriptedChatModel(replies=[]), threshold=1.5)
