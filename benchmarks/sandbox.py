@@ -2,21 +2,20 @@
 
     python benchmarks/sandbox.py [--quick] [--json]
 
-Reports Docker cold start p50/p95, warm-pool acquire p50/p95, exec round trip (docker and local),
-50 concurrent sandboxes started and cleaned up, and env-server steps/s with 64 concurrent sessions
-next to in-process steps/s.
+Reports Docker cold start p50/p95 next to bare `docker run --rm --network none IMAGE true` on the same image
+(interleaved, ratio printed; goal <= 1.5), warm-pool acquire p50/p95, exec round trip (docker and local), 50
+concurrent sandboxes started and cleaned up, and `envgym serve --workers N` steps/s and p50/p99 step latency with
+64 concurrent sessions next to in-process steps/s, on calculator-v0 (goal >= 0.25) and retail-v0 (goal >= 0.8).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
-import signal
+import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,13 +30,15 @@ from rich.table import Table
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from serving import drive, start_server  # noqa: E402  (benchmarks/serving.py)
+
 import envgym  # noqa: E402,F401  (registers the bundled environments)
 from envgym.remote import RemoteEnv  # noqa: E402
 from envgym.sandbox import SandboxSpec, get_backend  # noqa: E402
 from envgym.sandbox.base import LABEL_RUN_ID  # noqa: E402
 from envgym.sandbox.pool import SandboxPool  # noqa: E402
 
-ENV_ID = "envgym/calculator-v0"
+GOALS = {"envgym/calculator-v0": 0.25, "envgym/retail-v0": 0.8}
 RUN_ID = f"bench-{int(time.time())}"
 
 
@@ -56,16 +57,22 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - started, value
 
 
-def docker_cold_start(progress: Progress, n: int) -> dict[str, float]:
+def docker_cold_start(progress: Progress, n: int) -> dict[str, Any]:
+    """Cold start p50 next to `docker run --rm --network none IMAGE true` on the same image, interleaved so both
+    see the same load on a shared machine."""
     backend = get_backend("docker")
-    samples = []
-    task = progress.add_task("docker cold start", total=n)
+    image = SandboxSpec().image
+    bare, ours = [], []
+    task = progress.add_task("docker cold start (and bare docker run)", total=n)
+    command = ["docker", "run", "--rm", "--network", "none", image, "true"]
     for _ in range(n):
+        bare.append(timed(lambda: subprocess.run(command, check=True, capture_output=True))[0])
         seconds, box = timed(lambda: backend.create(SandboxSpec(), run_id=RUN_ID))
-        samples.append(seconds)
+        ours.append(seconds)
         box.close()
         progress.advance(task)
-    return percentiles(samples)
+    cold, baseline = percentiles(ours), percentiles(bare)
+    return {**cold, "bare_docker_run": baseline, "cold_over_bare_p50": round(cold["p50_ms"] / baseline["p50_ms"], 3)}
 
 
 def pool_acquire(progress: Progress, n: int) -> dict[str, float]:
@@ -120,58 +127,38 @@ def concurrent_sandboxes(progress: Progress, n: int) -> dict[str, float]:
     return {"n": n, "start_all_s": round(up, 2), "cleanup_all_s": round(down, 2), "left_behind": len(left)}
 
 
-def steps_per_second(make: Callable[[], gym.Env[Any, Any]], sessions: int, steps: int) -> float:
-    """Total steps/s of `sessions` envs stepped concurrently, one thread each."""
-    envs = [make() for _ in range(sessions)]
-    barrier = threading.Barrier(sessions + 1)
+def env_server_throughput(progress: Progress, env_id: str, sessions: int, steps: int, workers: int) -> dict[str, Any]:
+    """Steps/s and step latency of `sessions` RemoteEnvs on `envgym serve --workers N`, one client thread each, next
+    to the same number of in-process envs measured before and after it (the ratio is against their mean)."""
+    task = progress.add_task(f"env server, {env_id}, {sessions} sessions", total=3)
 
-    def drive(env: gym.Env[Any, Any], seed: int) -> None:
-        env.reset(seed=seed)
-        barrier.wait()
-        for _ in range(steps):
-            _, _, terminated, truncated, _ = env.step("Let me think about it.")
-            if terminated or truncated:
-                env.reset()
+    def in_process() -> dict[str, float]:
+        envs = [[gym.make(env_id)] for _ in range(sessions)]
+        result = drive(envs, steps)
+        for (env,) in envs:
+            env.close()
+        progress.advance(task)
+        return result
 
-    threads = [threading.Thread(target=drive, args=(env, i)) for i, env in enumerate(envs)]
-    for thread in threads:
-        thread.start()
-    barrier.wait()
-    started = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - started
-    for env in envs:
-        env.close()
-    return sessions * steps / elapsed
-
-
-def env_server_throughput(progress: Progress, sessions: int, steps: int) -> dict[str, float]:
-    task = progress.add_task(f"env server, {sessions} sessions", total=2)
-    local = steps_per_second(lambda: gym.make(ENV_ID), sessions, steps)
-    progress.advance(task)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "envgym.cli", "serve", ENV_ID, "--port", "0"],
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO_ROOT,
-    )
-    assert proc.stderr is not None
-    match = re.search(r"on (http://\S+) \(token file: (\S+)\)", proc.stderr.readline())
-    assert match, "envgym serve did not report its address and token file"
-    threading.Thread(target=proc.stderr.read, daemon=True).start()  # a full pipe would block the server
-    url, token_file = match.group(1), match.group(2)
+    before = in_process()
+    server = start_server(env_id, workers)
     try:
-        remote = steps_per_second(lambda: RemoteEnv(url, token_file=token_file), sessions, steps)
+        envs = [[RemoteEnv(server.url, token_file=server.token_file)] for _ in range(sessions)]
+        remote = drive(envs, steps)
+        for (env,) in envs:
+            env.close()
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(10)
+        server.stop()
     progress.advance(task)
+    after = in_process()
+    local = (before["steps_per_s"] + after["steps_per_s"]) / 2
     return {
+        "env": env_id,
         "sessions": sessions,
-        "in_process_steps_per_s": round(local, 1),
-        "server_steps_per_s": round(remote, 1),
-        "server_over_in_process": round(remote / local, 4),
+        "workers": workers,
+        "in_process": {"before": before, "after": after},
+        "server": remote,
+        "server_over_in_process": round(remote["steps_per_s"] / local, 3),
     }
 
 
@@ -181,21 +168,30 @@ def main() -> int:
     )
     parser.add_argument("--quick", action="store_true", help="fewer samples (a smoke run)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--workers", type=int, default=2, help="env-server worker processes (default: 2 cores)")
+    parser.add_argument("--only", choices=["docker", "env-server"], help="run one half only")
     args = parser.parse_args()
     n = 5 if args.quick else 20
     from envgym.sandbox.image import ensure_image
 
-    ensure_image(quiet=args.json)
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"load_before": os.getloadavg()}
     with Progress(disable=args.json) as progress:
-        results["docker_cold_start"] = docker_cold_start(progress, n)
-        results["warm_pool_acquire"] = pool_acquire(progress, n)
-        results["exec_round_trip_docker"] = exec_round_trip(progress, "docker", 10 * n)
-        results["exec_round_trip_local"] = exec_round_trip(progress, "local", 10 * n)
-        results["concurrent_sandboxes"] = concurrent_sandboxes(progress, 10 if args.quick else 50)
-        results["env_server"] = env_server_throughput(progress, 64, 10 if args.quick else 50)
-    cold, warm = results["docker_cold_start"]["p50_ms"], results["warm_pool_acquire"]["p50_ms"]
-    results["warm_over_cold_p50"] = round(warm / cold, 4)
+        if args.only != "env-server":
+            ensure_image(quiet=args.json)
+            results["docker_cold_start"] = docker_cold_start(progress, n)
+            results["warm_pool_acquire"] = pool_acquire(progress, n)
+            results["exec_round_trip_docker"] = exec_round_trip(progress, "docker", 10 * n)
+            results["exec_round_trip_local"] = exec_round_trip(progress, "local", 10 * n)
+            results["concurrent_sandboxes"] = concurrent_sandboxes(progress, 10 if args.quick else 50)
+            cold, warm = results["docker_cold_start"]["p50_ms"], results["warm_pool_acquire"]["p50_ms"]
+            results["warm_over_cold_p50"] = round(warm / cold, 4)
+            results["goal_cold_over_bare_p50"] = "<= 1.5"
+        if args.only != "docker":
+            for env_id, goal in GOALS.items():
+                key = f"env_server_{env_id.split('/')[1]}"
+                results[key] = env_server_throughput(progress, env_id, 64, 10 if args.quick else 40, args.workers)
+                results[key]["goal"] = f">= {goal}"
+    results["load_after"] = os.getloadavg()
     if args.json:
         print(json.dumps(results))
         return 0

@@ -5,19 +5,24 @@
     obs, info = env.reset(seed=0)
 
 Each RemoteEnv holds one session on the server; `close()` ends it. If the server dies mid-episode,
-the next call raises `RemoteEnvError` within `timeout_s`.
+the next call raises `RemoteEnvError` within `timeout_s`. A server with worker processes (`envgym serve
+--workers N`) names the worker's port when the session is created; every later call goes straight to that worker.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gymnasium as gym
 
-from envgym.sandbox.client import SandboxClient
 from envgym.sandbox.errors import SandboxError, SandboxUnavailableError
-from envgym.sandbox.wire import EnvReset, EnvResetResult, EnvSessionInfo, EnvStep, EnvStepResult
+from envgym.sandbox.keepalive import KeepAliveClient
+from envgym.sandbox.wire import EnvResetResult, EnvSessionInfo, EnvStepResult
 from envgym.spaces import UnsupportedSpaceError, build_space
+
+if TYPE_CHECKING:
+    from envgym.sandbox.client import SandboxClient
 
 
 class RemoteEnvError(RuntimeError):
@@ -34,6 +39,24 @@ def read_token(path: str) -> str:
     if not token:
         raise RemoteEnvError(f"token_file {path}: the file is empty")
     return token
+
+
+class _Transport(Protocol):
+    def request(self, method: str, path: str, body: bytes = b"") -> bytes: ...
+    def close(self) -> None: ...
+
+
+class _SandboxTransport:
+    """A sandbox's own client (often over its Unix socket), borrowed: closing the env leaves it open."""
+
+    def __init__(self, client: SandboxClient) -> None:
+        self._client = client
+
+    def request(self, method: str, path: str, body: bytes = b"") -> bytes:
+        return self._client.request(method, path, content=body or None).content
+
+    def close(self) -> None:
+        pass  # it belongs to the sandbox
 
 
 class RemoteEnv(gym.Env[Any, Any]):
@@ -66,16 +89,22 @@ class RemoteEnv(gym.Env[Any, Any]):
             if token is not None:
                 raise RemoteEnvError("RemoteEnv: give token or token_file, not both")
             token = read_token(token_file)
-        # A client handed in belongs to its owner (a sandbox): close() ends the session and leaves the client open.
-        self._owns_client = client is None
-        # One retry only: a dead server must surface as an error well within timeout_s.
-        self._client: SandboxClient | None = client or SandboxClient(
-            base_url=url, token=token, timeout_s=timeout_s, retries=1
-        )
+        self._client: _Transport | None
+        if client is not None:
+            self._client = _SandboxTransport(client)
+        else:
+            # One retry only: a dead server must surface as an error well within timeout_s.
+            try:
+                self._client = KeepAliveClient(url, token=token, timeout_s=timeout_s, retries=1)
+            except ValueError as exc:
+                raise RemoteEnvError(f"RemoteEnv: {exc}") from None
         # Options go as given: the server owns the allow-list and names what it refuses.
         body = {"env_id": env_id, "kwargs": kwargs}
         info = EnvSessionInfo.model_validate_json(self._call("create", "/v1/env/sessions", body))
         self.session_id = info.session_id
+        if info.port is not None and isinstance(self._client, KeepAliveClient) and info.port != self._client.port:
+            front, self._client = self._client, self._client.with_port(info.port)
+            front.close()
         self.env_id = info.env_id
         try:
             self.action_space = build_space(info.action_space)
@@ -88,7 +117,7 @@ class RemoteEnv(gym.Env[Any, Any]):
         if self._client is None:
             raise RemoteEnvError(f"RemoteEnv({self.url}).{what}: the env is closed")
         try:
-            return self._client.request("POST", path, json_body=body).content
+            return self._client.request("POST", path, json.dumps(body).encode())
         except SandboxUnavailableError as exc:
             raise RemoteEnvError(f"RemoteEnv({self.url}).{what}: env server unreachable: {exc}") from exc
         except SandboxError as exc:
@@ -98,14 +127,14 @@ class RemoteEnv(gym.Env[Any, Any]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
-        body = EnvReset(seed=seed, options=options).model_dump()
+        body = {"seed": seed, "options": options}
         result = EnvResetResult.model_validate_json(
             self._call("reset", f"/v1/env/sessions/{self.session_id}/reset", body)
         )
         return result.observation, result.info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        body = EnvStep(action=action).model_dump()
+        body = {"action": action}
         result = EnvStepResult.model_validate_json(
             self._call("step", f"/v1/env/sessions/{self.session_id}/step", body)
         )
@@ -120,8 +149,7 @@ class RemoteEnv(gym.Env[Any, Any]):
         except SandboxError:
             pass  # the server is gone or already reaped the session; nothing is left to release
         finally:
-            if self._owns_client:
-                client.close()
+            client.close()
 
 
 def register() -> None:

@@ -1,7 +1,8 @@
 """`envgym serve ENV --port P`: serve one environment over HTTP to many concurrent RemoteEnv clients.
 
 Clients authenticate with a bearer token read from a file: `--token-file PATH` (mode 0600), or else a fresh token
-written to a new 0600 file whose path is printed. `--no-auth` is accepted on loopback hosts only.
+written to a new 0600 file whose path is printed. `--no-auth` is accepted on loopback hosts only. `--workers N`
+spreads sessions over N worker processes (one per core), see `envgym.sandbox.workers`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from envgym.cli.common import CliError, add_json_flag, print_json
 from envgym.sandbox.limits import ENV_SERVER_LIMITS
 from envgym.sandbox.process import ExecDefaults
 from envgym.sandbox.server import make_http_server, serve_until_stopped
-from envgym.sandbox.server_env import EnvHost
+from envgym.sandbox.server_env import EnvHost, EnvSessions
 from envgym.sandbox.service import SandboxService
 from envgym.sandbox.tokens import TokenFileError, read_token_file, write_new_token
+from envgym.sandbox.workers import WorkerHost, start_workers
 
 
 def resolve_env_id(name: str) -> str:
@@ -48,7 +50,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     auth.add_argument("--no-auth", action="store_true", help="accept clients without a token (loopback only)")
     p.add_argument("--session-idle", type=float, default=600.0, help="close sessions idle this long (s)")
-    p.add_argument("--max-sessions", type=int, default=4096)
+    p.add_argument("--max-sessions", type=int, default=4096, help="sessions at once, all workers together")
+    p.add_argument(
+        "--workers", type=int, default=1, help="worker processes holding the sessions (one per core; 1: this one)"
+    )
+    p.add_argument("--session-prefix", default="", help=argparse.SUPPRESS)  # set by the front for its workers
     add_json_flag(p)  # one object once it listens: {"env": id, "url": ...}
     p.set_defaults(func=run)
 
@@ -64,18 +70,24 @@ def run(args: argparse.Namespace) -> int:
             token = read_token_file(token_file) if token_file else None
         except TokenFileError as exc:
             raise CliError(str(exc)) from None
-        host = EnvHost(env_id, idle_s=args.session_idle, max_sessions=args.max_sessions)
+        sessions = _sessions(args, env_id, token_file, token)
         # An env server offers env routes only: no exec, files, archives, nor a shutdown any client could call.
         service = SandboxService(
             f"serve-{secrets.token_hex(4)}",
             ExecDefaults(private),
-            env_host=host,
+            env_host=sessions,
             exec_enabled=False,
             remote_shutdown=False,
         )
-        server = make_http_server(
-            service, token=token, host=args.host, port=args.port, limits=ENV_SERVER_LIMITS
-        )
+        if isinstance(sessions, WorkerHost):
+            sessions.on_exit = lambda why: _stop(service, why)
+        try:
+            server = make_http_server(
+                service, token=token, host=args.host, port=args.port, limits=ENV_SERVER_LIMITS
+            )
+        except BaseException:
+            sessions.close_all()
+            raise
         port = server.server_address[1]
         auth = f"(token file: {token_file})" if token_file else "(no auth)"
         print(f"envgym serve: {env_id} on http://{args.host}:{port} {auth}", file=sys.stderr, flush=True)
@@ -84,3 +96,26 @@ def run(args: argparse.Namespace) -> int:
         reason = serve_until_stopped(service, server)
         print(f"envgym serve: stopped ({reason})", file=sys.stderr, flush=True)
     return 0
+
+
+def _sessions(args: argparse.Namespace, env_id: str, token_file: str | None, token: str | None) -> EnvSessions:
+    if args.workers < 1:
+        raise CliError(f"--workers: expected at least 1, got {args.workers}")
+    if args.workers == 1:
+        return EnvHost(
+            env_id, idle_s=args.session_idle, max_sessions=args.max_sessions, session_prefix=args.session_prefix
+        )
+    share = -(-args.max_sessions // args.workers)
+    options = ["--session-idle", str(args.session_idle), "--max-sessions", str(share)]
+    try:
+        workers = start_workers(
+            env_id, args.workers, host=args.host, token_file=token_file, token=token, options=options
+        )
+    except RuntimeError as exc:
+        raise CliError(str(exc)) from None
+    return WorkerHost(workers)
+
+
+def _stop(service: SandboxService, why: str) -> None:
+    print(f"envgym serve: {why}; stopping", file=sys.stderr, flush=True)
+    service.stopped.set()

@@ -64,7 +64,7 @@ class LocalBackend:
         token_file.chmod(0o600)
         socket_path = str(root / "server.sock")
         argv = [
-            sys.executable, "-m", "envgym.sandbox.server",
+            sys.executable, "-P", str(Path(__file__).with_name("launch.py")),
             "--socket", socket_path,
             "--token-file", str(token_file),
             "--sandbox-id", sandbox_id,

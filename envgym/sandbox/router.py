@@ -19,7 +19,7 @@ from envgym.sandbox import files
 from envgym.sandbox.errors import AuthError, InvalidRequestError, NotFoundError, SandboxError
 from envgym.sandbox.framing import RequestHead, Response, error_response
 from envgym.sandbox.replay import ReplayCache, RequestKey
-from envgym.sandbox.server_env import EnvHost
+from envgym.sandbox.server_env import EnvSessions
 from envgym.sandbox.service import SandboxService
 from envgym.sandbox.wire import (
     EnvCreate,
@@ -211,7 +211,7 @@ class Router:
         files.put_archive(self.service.defaults.workspace, r.param("dest"), r.body)
         return _json({})
 
-    def _env(self) -> EnvHost:
+    def _env(self) -> EnvSessions:
         assert self.service.env_host is not None, "env routes exist only when the service hosts environments"
         return self.service.env_host
 

@@ -1,22 +1,25 @@
-"""Hosting gymnasium environments behind the sandbox server: many sessions, idle ones reaped."""
+"""Hosting gymnasium environments behind the sandbox server: many sessions, idle ones reaped.
+
+gymnasium and numpy are imported on the first session, not with this module: a sandbox server that never hosts an
+environment must start without them (they are most of a cold start's import time).
+"""
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import secrets
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
-import gymnasium as gym
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol
 
 from envgym.sandbox.errors import EnvHostError, InvalidRequestError, NotFoundError
 from envgym.sandbox.wire import EnvCreate, EnvResetResult, EnvSessionInfo, EnvStepResult
-from envgym.spaces import UnsupportedSpaceError, describe_space
+
+if TYPE_CHECKING:
+    import gymnasium as gym
 
 # Where a sandbox's uploaded environment folders live, under its workspace (see EnvHost.worlds_dir).
 WORLDS_DIR = ".envgym-worlds"
@@ -24,17 +27,31 @@ WORLDS_DIR = ".envgym-worlds"
 
 def jsonable(value: Any) -> Any:
     """Convert numpy values (and tuples) inside observations and infos to plain JSON types."""
+    if value is None or type(value) in (str, int, bool):
+        return value
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
+    np = sys.modules.get("numpy")  # numpy not loaded: no numpy values to convert
+    if np is not None and isinstance(value, np.ndarray):
         return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
+    if np is not None and isinstance(value, np.generic):
+        value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     return value
+
+
+class EnvSessions(Protocol):
+    """What the env routes call: `EnvHost` (sessions in this process) or `WorkerHost` (sessions in workers)."""
+
+    def create(self, req: EnvCreate) -> EnvSessionInfo: ...
+    def reset(self, session_id: str, seed: int | None, options: dict[str, Any] | None) -> EnvResetResult: ...
+    def step(self, session_id: str, action: Any) -> EnvStepResult: ...
+    def close(self, session_id: str) -> None: ...
+    def reap_idle(self) -> int: ...
+    def close_all(self) -> None: ...
 
 
 @dataclass
@@ -46,14 +63,25 @@ class _EnvSession:
 
 
 class EnvHost:
-    """Environment sessions by id. `env_id` pins the one environment this host serves (None: any)."""
+    """Environment sessions by id. `env_id` pins the one environment this host serves (None: any).
 
-    def __init__(self, env_id: str | None = None, idle_s: float = 600.0, max_sessions: int = 4096,
-                 worlds_dir: str | None = None) -> None:
+    `session_prefix` starts every session id: a worker of `envgym serve --workers N` is told its own, so the front
+    process knows from an id alone which worker holds the session.
+    """
+
+    def __init__(
+        self,
+        env_id: str | None = None,
+        idle_s: float = 600.0,
+        max_sessions: int = 4096,
+        worlds_dir: str | None = None,
+        session_prefix: str = "",
+    ) -> None:
         self.env_id = env_id
         # A sandbox's own uploads: environment folders the operator put there (`envgym.sandboxed`). Only a full
         # sandbox sets it: whoever holds its token can exec anyway, while an env server never loads a client's path.
         self.worlds_dir = worlds_dir
+        self.session_prefix = session_prefix
         self.idle_s = idle_s
         self.max_sessions = max_sessions
         self._lock = threading.Lock()
@@ -75,12 +103,14 @@ class EnvHost:
             self._creating += 1
         try:
             env = self._make(env_id, req.kwargs.make_kwargs())
-            session_id = secrets.token_hex(8)
+            session_id = self.session_prefix + secrets.token_hex(8)
             with self._lock:
                 self._sessions[session_id] = _EnvSession(env, env_id)
         finally:
             with self._lock:
                 self._creating -= 1
+        from envgym.spaces import UnsupportedSpaceError, describe_space
+
         try:
             action_space, observation_space = describe_space(env.action_space), describe_space(env.observation_space)
         except UnsupportedSpaceError as exc:
@@ -94,9 +124,16 @@ class EnvHost:
         )
 
     def _make(self, env_id: str, kwargs: dict[str, Any]) -> gym.Env[Any, Any]:
+        import gymnasium as gym
+
         if not self._imported:
-            # Importing envgym registers every bundled environment with gymnasium.
-            importlib.import_module("envgym")
+            # Registered here, not by importing envgym: the in-sandbox server starts without envgym/__init__
+            # (see envgym.sandbox.launch).
+            from envgym.registry import register_bundled
+            from envgym.remote import register as register_remote
+
+            register_bundled()
+            register_remote()
             self._imported = True
         if self.worlds_dir is not None and os.path.isdir(self.worlds_dir):
             from envgym.registry import register_dir

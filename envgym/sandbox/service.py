@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from envgym.sandbox import files
 from envgym.sandbox.errors import NotFoundError
 from envgym.sandbox.process import ExecDefaults, ProcessTable, iter_exec, run_exec
-from envgym.sandbox.server_env import EnvHost
+from envgym.sandbox.server_env import EnvSessions
 from envgym.sandbox.sessions import SessionTable
 from envgym.sandbox.wire import ExecEvent, ExecRequest, ExecResult, Health, SessionResult
 
@@ -35,7 +35,7 @@ class SandboxService:
         *,
         ttl_s: float | None = None,
         idle_s: float | None = None,
-        env_host: EnvHost | None = None,
+        env_host: EnvSessions | None = None,
         exec_enabled: bool = True,
         remote_shutdown: bool = True,
         scratch: tuple[str, ...] = (),

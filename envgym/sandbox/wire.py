@@ -127,6 +127,9 @@ class EnvSessionInfo(_Body):
     action_space: dict[str, Any]
     observation_space: dict[str, Any]
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # Set by a server with worker processes: the port (same host) of the worker holding this session, where the
+    # session's later calls go directly. None: this server holds it.
+    port: int | None = None
 
 
 class EnvReset(_Body):
