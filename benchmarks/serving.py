@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,9 +40,9 @@ class Server:
             self.proc.wait()
 
 
-def start_server(env_id: str, workers: int, max_sessions: int = 4096) -> Server:
+def start_server(env_id: str, workers: int, max_sessions: int = 4096, extra: tuple[str, ...] = ()) -> Server:
     """`envgym serve ENV --workers N` from this checkout, once it listens."""
-    argv = [sys.executable, "-m", "envgym.cli", "serve", env_id, "--port", "0", "--json"]
+    argv = [sys.executable, "-m", "envgym.cli", "serve", env_id, "--port", "0", "--json", *extra]
     argv += ["--workers", str(workers), "--max-sessions", str(max_sessions)]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO_ROOT, env=env)
@@ -72,10 +71,13 @@ def latency_summary(latencies: list[float], elapsed: float) -> dict[str, float]:
     }
 
 
-def drive(envs: list[list[gym.Env[Any, Any]]], steps: int, on_step: Callable[[], None] | None = None) -> dict[str, float]:
+def drive(
+    envs: list[list[gym.Env[Any, Any]]], steps: int, latencies: list[float] | None = None
+) -> dict[str, float]:
     """Steps/s and step latency of `envs` stepped concurrently: one thread per inner list, stepping its envs in
-    turn, `steps` steps per env. Every env is reset first; an episode that ends is reset (not timed)."""
-    latencies: list[list[float]] = [[] for _ in envs]
+    turn, `steps` steps per env. Every env is reset first; an episode that ends is reset (not timed). Each step's
+    latency is also appended to `latencies` when given."""
+    per_thread: list[list[float]] = [[] for _ in envs]
     barrier = threading.Barrier(len(envs) + 1)
 
     def run(group: list[gym.Env[Any, Any]], out: list[float]) -> None:
@@ -90,10 +92,8 @@ def drive(envs: list[list[gym.Env[Any, Any]]], steps: int, on_step: Callable[[],
                 out.append(clock() - started)
                 if terminated or truncated:
                     env.reset()
-                if on_step is not None:
-                    on_step()
 
-    threads = [threading.Thread(target=run, args=(group, out)) for group, out in zip(envs, latencies, strict=True)]
+    threads = [threading.Thread(target=run, args=(group, out)) for group, out in zip(envs, per_thread, strict=True)]
     for thread in threads:
         thread.start()
     barrier.wait()
@@ -101,4 +101,7 @@ def drive(envs: list[list[gym.Env[Any, Any]]], steps: int, on_step: Callable[[],
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - started
-    return latency_summary([x for out in latencies for x in out], elapsed)
+    flat = [x for out in per_thread for x in out]
+    if latencies is not None:
+        latencies += flat
+    return latency_summary(flat, elapsed)

@@ -12,6 +12,7 @@ import ipaddress
 import secrets
 import sys
 import tempfile
+from dataclasses import replace
 
 import gymnasium as gym
 
@@ -54,6 +55,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--workers", type=int, default=1, help="worker processes holding the sessions (one per core; 1: this one)"
     )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=ENV_SERVER_LIMITS.handler_threads,
+        help="requests each process runs at once (its handler threads)",
+    )
     p.add_argument("--session-prefix", default="", help=argparse.SUPPRESS)  # set by the front for its workers
     add_json_flag(p)  # one object once it listens: {"env": id, "url": ...}
     p.set_defaults(func=run)
@@ -70,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
             token = read_token_file(token_file) if token_file else None
         except TokenFileError as exc:
             raise CliError(str(exc)) from None
+        if args.threads < 1:
+            raise CliError(f"--threads: expected at least 1, got {args.threads}")
+        limits = replace(ENV_SERVER_LIMITS, handler_threads=args.threads)
         sessions = _sessions(args, env_id, token_file, token)
         # An env server offers env routes only: no exec, files, archives, nor a shutdown any client could call.
         service = SandboxService(
@@ -83,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
             sessions.on_exit = lambda why: _stop(service, why)
         try:
             server = make_http_server(
-                service, token=token, host=args.host, port=args.port, limits=ENV_SERVER_LIMITS
+                service, token=token, host=args.host, port=args.port, limits=limits
             )
         except BaseException:
             sessions.close_all()
@@ -106,7 +116,7 @@ def _sessions(args: argparse.Namespace, env_id: str, token_file: str | None, tok
             env_id, idle_s=args.session_idle, max_sessions=args.max_sessions, session_prefix=args.session_prefix
         )
     share = -(-args.max_sessions // args.workers)
-    options = ["--session-idle", str(args.session_idle), "--max-sessions", str(share)]
+    options = ["--session-idle", str(args.session_idle), "--max-sessions", str(share), "--threads", str(args.threads)]
     try:
         workers = start_workers(
             env_id, args.workers, host=args.host, token_file=token_file, token=token, options=options
