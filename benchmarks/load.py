@@ -3,8 +3,8 @@
     python benchmarks/load.py [--sessions 1000] [--workers 2] [--clients 4] [--threads 16] [--steps 5] [--env calculator]
 
 Every session is opened first (all of them held at once), then each client thread steps its share of sessions in
-turn. Prints steps/s, p50/p99 step latency, session creates/s, and each worker's resident memory before and after
-the sessions were opened (memory per session). These per-process figures feed docs/scale.md. A load test, not a
+turn. Prints steps/s, p50/p99 step latency, session creates/s, and each worker's resident memory idle, with the
+sessions open, and with every session in a live episode (memory per session). These per-process figures feed docs/scale.md. A load test, not a
 unit test: the numbers depend on the machine and its load, which is printed with them.
 """
 
@@ -29,8 +29,11 @@ from serving import drive, latency_summary, rss_mb, start_server  # benchmarks/s
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def client(url: str, token_file: str, sessions: int, threads: int, steps: int, ready: Any, go: Event) -> None:
-    """One client process: open `sessions` RemoteEnvs, report, wait for the start, drive them, send latencies."""
+def client(
+    url: str, token_file: str, sessions: int, threads: int, steps: int, ready: Any, go: Event, release: Event
+) -> None:
+    """One client process: open `sessions` RemoteEnvs, report, wait for the start, drive them, send latencies,
+    and keep the sessions (each with a live episode) open until released."""
     from envgym.remote import RemoteEnv
 
     started = time.perf_counter()
@@ -41,9 +44,10 @@ def client(url: str, token_file: str, sessions: int, threads: int, steps: int, r
     go.wait()
     latencies: list[float] = []
     result = drive([g for g in groups if g], steps, latencies=latencies)
+    ready.put({"result": result, "latencies": latencies})
+    release.wait()
     for env in envs:
         env.close()
-    ready.put({"result": result, "latencies": latencies})
 
 
 def main() -> int:
@@ -63,10 +67,13 @@ def main() -> int:
     try:
         workers = server.worker_pids()
         rss_idle = [rss_mb(pid) for pid in workers]
-        ready, go = ctx.Queue(), ctx.Event()
+        ready, go, release = ctx.Queue(), ctx.Event(), ctx.Event()
         share = [args.sessions // args.clients + (i < args.sessions % args.clients) for i in range(args.clients)]
         procs = [
-            ctx.Process(target=client, args=(server.url, server.token_file, n, args.threads, args.steps, ready, go))
+            ctx.Process(
+                target=client,
+                args=(server.url, server.token_file, n, args.threads, args.steps, ready, go, release),
+            )
             for n in share
         ]
         with Progress(disable=args.json) as progress:
@@ -87,6 +94,8 @@ def main() -> int:
                 latencies += ready.get()["latencies"]
                 progress.advance(task)
             elapsed = time.perf_counter() - started
+            rss_live = [rss_mb(pid) for pid in workers]
+            release.set()
             for proc in procs:
                 proc.join(60)
     finally:
@@ -95,8 +104,10 @@ def main() -> int:
     results["stepping"] = latency_summary(latencies, elapsed)
     results["in_flight_requests_max"] = args.clients * args.threads
     results["worker_rss_mb_idle"] = [round(x, 1) for x in rss_idle]
-    results["worker_rss_mb_with_sessions"] = [round(x, 1) for x in rss_open]
-    results["mb_per_session"] = round((sum(rss_open) - sum(rss_idle)) / args.sessions, 3)
+    results["worker_rss_mb_sessions_open"] = [round(x, 1) for x in rss_open]
+    results["worker_rss_mb_episodes_live"] = [round(x, 1) for x in rss_live]
+    # An upper bound: it includes loading the environment's data once per worker, on its first session.
+    results["mb_per_live_session"] = round((sum(rss_live) - sum(rss_idle)) / args.sessions, 3)
     results["load_before"] = load_before
     results["load_after"] = os.getloadavg()
     if args.json:
