@@ -16,7 +16,7 @@ class SandboxSpec(BaseModel):
     backend to rlimits on the commands it runs (where the kernel enforces them for the caller).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     image: str = DEFAULT_IMAGE
     cpu: float = Field(1.0, gt=0, description="CPU cores (fractional allowed).")

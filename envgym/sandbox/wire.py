@@ -10,7 +10,7 @@ PROTOCOL_VERSION = 1
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Health(_Body):
