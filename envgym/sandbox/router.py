@@ -217,10 +217,10 @@ class Router:
 
     def _env_reset(self, r: Request) -> Response:
         req = r.model(EnvReset)
-        return _json(self._env().reset(r.match.group(1), req.seed, req.options))
+        return Response(200, self._env().reset(r.match.group(1), req.seed, req.options))
 
     def _env_step(self, r: Request) -> Response:
-        return _json(self._env().step(r.match.group(1), r.model(EnvStep).action))
+        return Response(200, self._env().step(r.match.group(1), r.model(EnvStep).action))
 
     def _env_close(self, r: Request) -> Response:
         self._env().close(r.match.group(1))

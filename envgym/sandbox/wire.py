@@ -138,6 +138,8 @@ class EnvReset(_Body):
 
 
 class EnvResetResult(_Body):
+    model_config = ConfigDict(extra="forbid", defer_build=True, ser_json_inf_nan="strings")
+
     observation: Any
     info: dict[str, Any]
 
@@ -147,6 +149,8 @@ class EnvStep(_Body):
 
 
 class EnvStepResult(_Body):
+    model_config = ConfigDict(extra="forbid", defer_build=True, ser_json_inf_nan="strings")
+
     observation: Any
     reward: float
     terminated: bool

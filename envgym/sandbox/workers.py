@@ -30,7 +30,7 @@ from typing import Any
 
 from envgym.sandbox.errors import NotFoundError
 from envgym.sandbox.keepalive import KeepAliveClient
-from envgym.sandbox.wire import EnvCreate, EnvResetResult, EnvSessionInfo, EnvStepResult
+from envgym.sandbox.wire import EnvCreate, EnvSessionInfo
 
 # A create runs gymnasium.make on the worker; its first one also imports the environments.
 _FORWARD_TIMEOUT_S = 120.0
@@ -171,15 +171,13 @@ class WorkerHost:
         )
         return info.model_copy(update={"port": worker.port})
 
-    def reset(self, session_id: str, seed: int | None, options: dict[str, Any] | None) -> EnvResetResult:
+    def reset(self, session_id: str, seed: int | None, options: dict[str, Any] | None) -> bytes:
         body = json.dumps({"seed": seed, "options": options}).encode()
-        answer = self._owner(session_id).call("POST", f"/v1/env/sessions/{session_id}/reset", body)
-        return EnvResetResult.model_validate_json(answer)
+        return self._owner(session_id).call("POST", f"/v1/env/sessions/{session_id}/reset", body)
 
-    def step(self, session_id: str, action: Any) -> EnvStepResult:
+    def step(self, session_id: str, action: Any) -> bytes:
         body = json.dumps({"action": action}).encode()
-        answer = self._owner(session_id).call("POST", f"/v1/env/sessions/{session_id}/step", body)
-        return EnvStepResult.model_validate_json(answer)
+        return self._owner(session_id).call("POST", f"/v1/env/sessions/{session_id}/step", body)
 
     def close(self, session_id: str) -> None:
         self._owner(session_id).call("DELETE", f"/v1/env/sessions/{session_id}")

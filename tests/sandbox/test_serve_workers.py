@@ -15,11 +15,14 @@ from pathlib import Path
 
 import gymnasium as gym
 import httpx
+import numpy as np
 import pytest
 
 from envgym.remote import RemoteEnv, RemoteEnvError
 from envgym.sandbox.errors import NotFoundError, SandboxUnavailableError
 from envgym.sandbox.keepalive import KeepAliveClient
+from envgym.sandbox.server_env import EnvHost, encode_result
+from envgym.sandbox.wire import EnvCreate, EnvResetResult, EnvStepResult
 from tests.sandbox.serving import REPO_ROOT, Served, child_env, start, start_serve
 
 
@@ -192,3 +195,19 @@ def test_an_env_server_started_by_the_launcher_registers_the_environments_itself
         env.close()
     finally:
         served.stop()
+
+
+def test_step_results_with_numpy_values_and_non_finite_floats_are_plain_json() -> None:
+    host = EnvHost("CartPole-v1")
+    session = host.create(EnvCreate()).session_id
+    reset = EnvResetResult.model_validate_json(host.reset(session, 0, None))
+    assert reset.observation == [float(x) for x in gym.make("CartPole-v1").reset(seed=0)[0]]
+    step = json.loads(host.step(session, 1))
+    assert isinstance(step["observation"], list) and step["reward"] == 1.0
+    body = encode_result(
+        EnvStepResult, observation=np.int64(3), reward=float("inf"), terminated=False, truncated=False,
+        info={"nan": float("nan"), "pair": (1, np.float32(0.5))},
+    )  # fmt: skip
+    assert json.loads(body)["info"] == {"nan": "NaN", "pair": [1, 0.5]}
+    parsed = EnvStepResult.model_validate_json(body)
+    assert parsed.observation == 3 and parsed.reward == float("inf")
