@@ -1,0 +1,134 @@
+"""`envgym mcp serve ENV`: an envgym environment as an MCP server, on the official `mcp` SDK.
+
+What the agent gets: the world's tools (JSON Schemas; labels as `readOnlyHint`, `destructiveHint`, `openWorldHint`),
+`send_message_to_user` (its turn to the simulated user, whose reply is the result) and the `episode` prompt (the
+system prompt and the user's opening message). Every call goes through the env's `step`, so the guard, the
+per-call checks and the error observations are the same as in-process. What it never gets: a reset, the reward,
+the rubric. One world per MCP session: over stdio the process is the session (either era of MCP); over HTTP the
+server speaks the initialize-handshake era, whose sessions carry state (the 2026-07-28 era is stateless, so there
+`server/discover` advertises no such version and the SDK's client falls back to the handshake).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from envgym.serve.mcp_episodes import USER_TOOL, USER_TOOL_SCHEMA, EpisodeBook, tool_hints
+
+EPISODE_PROMPT = "episode"
+STDIO_SESSION = "stdio"
+SESSION_HEADER = "mcp-session-id"
+
+
+def _tools(book: EpisodeBook) -> list[types.Tool]:
+    tools = [
+        types.Tool(
+            name=t.name,
+            description=t.description,
+            input_schema=t.parameters,
+            annotations=types.ToolAnnotations(title=t.name, **tool_hints(t)),
+        )
+        for t in book.world.tools
+    ]
+    tools.append(types.Tool(
+        name=USER_TOOL,
+        description="Say something to the user; the result is the user's reply. Write ###STOP### to end the "
+                    "conversation.",
+        input_schema=USER_TOOL_SCHEMA,
+        annotations=types.ToolAnnotations(title="Message the user", read_only_hint=True, destructive_hint=False,
+                                          open_world_hint=False),
+    ))
+    return tools
+
+
+def session_key(ctx: ServerRequestContext[Any, Any], stdio: bool) -> str | None:
+    """Which episode a request belongs to: the stdio process, or the streamable HTTP session id (None when a
+    stateless HTTP request carries none)."""
+    if stdio:
+        return STDIO_SESSION
+    request = ctx.request
+    headers = getattr(request, "headers", None)
+    return headers.get(SESSION_HEADER) if headers is not None else None
+
+
+NO_SESSION = (
+    "This server keeps one world per MCP session, and this request belongs to none: connect with the "
+    "initialize handshake (the mcp SDK's Client does so by default against this server)."
+)
+
+
+def build_server(book: EpisodeBook, *, stdio: bool) -> Server[Any]:
+    """The MCP server over `book`'s episodes."""
+    tools = _tools(book)
+    known = {t.name for t in tools}
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any],
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any],
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
+        key = session_key(ctx, stdio)
+        if key is None:
+            return _text(NO_SESSION, error=True)
+        if params.name not in known:
+            return _text(f"unknown tool {params.name!r}; the tools are: {', '.join(sorted(known))}", error=True)
+        episode = book.episode(key)
+        arguments = dict(params.arguments or {})
+        # The env is synchronous; a worker thread keeps the event loop (and other sessions) moving.
+        outcome = await anyio.to_thread.run_sync(episode.call, params.name, arguments)
+        if outcome.ended:
+            book.finished(episode)
+        return _text(outcome.text, error=outcome.is_error)
+
+    async def list_prompts(ctx: ServerRequestContext[Any, Any],
+                           params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[types.Prompt(
+            name=EPISODE_PROMPT, description="This session's task: the system prompt and the user's first message.")])
+
+    async def get_prompt(ctx: ServerRequestContext[Any, Any],
+                         params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        key = session_key(ctx, stdio)
+        if params.name != EPISODE_PROMPT or key is None:
+            raise ValueError(f"unknown prompt {params.name!r}" if key else NO_SESSION)
+        messages = book.episode(key).env.messages[:2]
+        return types.GetPromptResult(messages=[
+            types.PromptMessage(role="user", content=types.TextContent(type="text", text=str(m["content"])))
+            for m in messages
+        ])
+
+    async def discover(ctx: ServerRequestContext[Any, Any], params: types.RequestParams | None) -> types.DiscoverResult:
+        return types.DiscoverResult(supported_versions=list(HANDSHAKE_PROTOCOL_VERSIONS),
+                                    capabilities=server.get_capabilities(protocol_version=ctx.protocol_version))
+
+    server: Server[Any] = Server(
+        f"envgym-{book.world.name}",
+        instructions=f"envgym environment {book.world.name}: read the '{EPISODE_PROMPT}' prompt for the task, "
+                     f"then use the tools; talk to the user with {USER_TOOL}.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )
+    if not stdio:
+        server.add_request_handler("server/discover", types.RequestParams, discover)
+    return server
+
+
+def _text(text: str, *, error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
+
+
+async def serve_stdio(book: EpisodeBook) -> None:
+    """Serve one session over stdin/stdout until the client closes it."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(book, stdio=True)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
