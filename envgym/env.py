@@ -48,12 +48,16 @@ Security (``envgym.guard``)
 
 The rubric, the reference solution and the attack's goal never appear in observations, tools or ``info``.
 
+``await env.areset(...)`` and ``await env.astep(action)`` are the same calls for an asyncio loop (``RemoteEnv`` has
+them too, over asyncio HTTP); ``envgym.play.aio`` steps many envs at once.
+
 An env pickles and deep-copies at any point (for spawned workers, Ray and the like). Per-episode resources held
 outside the data (``WorldState.resources``: code-v0's sandbox) are not copied; the copy acquires its own.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import random
@@ -250,6 +254,19 @@ class ToolWorldEnv(gym.Env[str, Any]):
     def close(self) -> None:
         self._close_state()
         super().close()
+
+    # ---------------------------------------------------------------- the same, from an event loop
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """`reset` without blocking the event loop: it runs on a worker thread."""
+        return await asyncio.to_thread(self.reset, seed=seed, options=options)
+
+    async def astep(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        """`step` without blocking the event loop: it runs on a worker thread, since tools, a sandbox's exec and
+        an LLM user are synchronous code. Calls on one env must not overlap (await each before the next)."""
+        return await asyncio.to_thread(self.step, action)
 
     # ---------------------------------------------------------------- mechanics
 

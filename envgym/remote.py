@@ -7,15 +7,22 @@
 Each RemoteEnv holds one session on the server; `close()` ends it. If the server dies mid-episode,
 the next call raises `RemoteEnvError` within `timeout_s`. A server with worker processes (`envgym serve
 --workers N`) names the worker's port when the session is created; every later call goes straight to that worker.
+
+`await env.areset()` / `await env.astep(action)` do the same over asyncio HTTP: they never block the event loop,
+so one loop can step many sessions at once (`envgym.play.aio.astep_many`). `await env.aclose()` ends the session
+from a loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from typing import TYPE_CHECKING, Any, Protocol
 
 import gymnasium as gym
 
+from envgym.sandbox.aclient import AsyncSandboxClient
 from envgym.sandbox.errors import SandboxError, SandboxUnavailableError
 from envgym.sandbox.keepalive import KeepAliveClient
 from envgym.sandbox.wire import EnvResetResult, EnvSessionInfo, EnvStepResult
@@ -85,10 +92,13 @@ class RemoteEnv(gym.Env[Any, Any]):
         **kwargs: Any,
     ) -> None:
         self.url = url
+        # The asyncio client, made on first use by the loop that uses it (its connections belong to that loop).
+        self._aclient: tuple[asyncio.AbstractEventLoop, AsyncSandboxClient] | None = None
         if token_file is not None:
             if token is not None:
                 raise RemoteEnvError("RemoteEnv: give token or token_file, not both")
             token = read_token(token_file)
+        self._token, self._timeout_s = token, timeout_s
         self._client: _Transport | None
         if client is not None:
             self._client = _SandboxTransport(client)
@@ -140,7 +150,61 @@ class RemoteEnv(gym.Env[Any, Any]):
         )
         return result.observation, result.reward, result.terminated, result.truncated, result.info
 
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """`reset` over asyncio HTTP: the event loop runs other work while the server answers."""
+        super().reset(seed=seed)
+        body = {"seed": seed, "options": options}
+        raw = await self._acall("reset", f"/v1/env/sessions/{self.session_id}/reset", body)
+        result = EnvResetResult.model_validate_json(raw)
+        return result.observation, result.info
+
+    async def astep(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """`step` over asyncio HTTP: the event loop runs other work while the server answers."""
+        raw = await self._acall("step", f"/v1/env/sessions/{self.session_id}/step", {"action": action})
+        result = EnvStepResult.model_validate_json(raw)
+        return result.observation, result.reward, result.terminated, result.truncated, result.info
+
+    async def aclose(self) -> None:
+        """`close` from an event loop: ends the session without blocking the loop."""
+        if not isinstance(self._client, KeepAliveClient):
+            await asyncio.to_thread(self.close)
+            return
+        client, self._client = self._client, None
+        # A server that is gone or already reaped the session leaves nothing to release.
+        with contextlib.suppress(SandboxError):
+            await self._async_client(client).request("DELETE", f"/v1/env/sessions/{self.session_id}")
+        held, self._aclient = self._aclient, None
+        if held is not None and held[0] is asyncio.get_running_loop():
+            await held[1].aclose()
+        client.close()
+
+    def _async_client(self, client: KeepAliveClient) -> AsyncSandboxClient:
+        loop = asyncio.get_running_loop()
+        if self._aclient is None or self._aclient[0] is not loop:
+            # A client made by another (perhaps closed) loop cannot be used here; its connections go with it.
+            # `client.url` is the session's worker when the server has several.
+            self._aclient = (loop, AsyncSandboxClient(base_url=client.url, token=self._token,
+                                                      timeout_s=self._timeout_s, retries=1))
+        return self._aclient[1]
+
+    async def _acall(self, what: str, path: str, body: dict[str, Any]) -> bytes:
+        client = self._client
+        if client is None:
+            raise RemoteEnvError(f"RemoteEnv({self.url}).{what}: the env is closed")
+        if not isinstance(client, KeepAliveClient):
+            # A sandbox's own client (often a Unix socket) has no asyncio twin: its call runs on a worker thread.
+            return await asyncio.to_thread(self._call, what, path, body)
+        try:
+            return (await self._async_client(client).request("POST", path, json_body=body)).content
+        except SandboxUnavailableError as exc:
+            raise RemoteEnvError(f"RemoteEnv({self.url}).{what}: env server unreachable: {exc}") from exc
+        except SandboxError as exc:
+            raise RemoteEnvError(f"RemoteEnv({self.url}).{what}: {type(exc).__name__}: {exc}") from exc
+
     def close(self) -> None:
+        self._aclient = None  # its connections close with the loop that made them
         client, self._client = self._client, None
         if client is None:
             return

@@ -1,0 +1,113 @@
+"""RemoteEnv's asyncio calls against a real `envgym serve`: 64 sessions stepped at once from one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+from envgym.play.aio import areset, areset_many, astep, astep_many
+from envgym.play.policies import OraclePolicy
+from envgym.remote import RemoteEnv, RemoteEnvError
+from envgym.sandbox.aclient import AsyncSandboxClient
+from tests.sandbox.serving import Served, start_serve
+
+SESSIONS = 64
+TURNS = 3  # oracle turns per session: enough to reach tool calls and the user, short enough for a loaded machine
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[Served]:
+    server = start_serve(env="retail")
+    yield server
+    assert server.stop() == 0
+
+
+def _tasks() -> list[str]:
+    env = gym.make("envgym/retail-v0", disable_env_checker=True).unwrapped
+    return [t.id for t in env.data.tasks]
+
+
+def _in_process(env: gym.Env[Any, Any], seed: int, task: str) -> str:
+    """The conversation after the oracle's first `TURNS` turns on `task`, in-process."""
+    policy = OraclePolicy()
+    obs, info = env.reset(seed=seed, options={"task_id": task})
+    for _ in range(TURNS):
+        obs, _, _, _, info = env.step(policy.act(obs, info))
+    return json.dumps(info["messages"], sort_keys=True)
+
+
+@pytest.mark.slow
+def test_64_remote_sessions_step_concurrently_from_one_loop(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    tasks = _tasks()
+    chosen = [tasks[i % len(tasks)] for i in range(SESSIONS)]
+    in_flight, peak = 0, 0
+    real_request = AsyncSandboxClient.request
+
+    async def counted(self: AsyncSandboxClient, method: str, path: str, **kw: Any) -> Any:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        try:
+            return await real_request(self, method, path, **kw)
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(AsyncSandboxClient, "request", counted)
+    envs = [RemoteEnv(served.url, token_file=served.token_file, timeout_s=120) for _ in range(SESSIONS)]
+    policies = [OraclePolicy() for _ in envs]
+
+    async def main() -> tuple[list[str], int]:
+        ticks = 0
+        stop = asyncio.Event()
+
+        async def heartbeat() -> None:
+            nonlocal ticks
+            while not stop.is_set():
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        beat = asyncio.create_task(heartbeat())
+        resets = await areset_many(envs, seeds=range(SESSIONS), options=[{"task_id": t} for t in chosen])
+        latest: list[tuple[Any, dict[str, Any]]] = list(resets)
+        for _ in range(TURNS):
+            actions = [policy.act(*seen) for policy, seen in zip(policies, latest, strict=True)]
+            results = await astep_many(envs, actions)
+            latest = [(obs, info) for obs, _, _, _, info in results]
+        stop.set()
+        await beat
+        await asyncio.gather(*(env.aclose() for env in envs))
+        return [json.dumps(info["messages"], sort_keys=True) for _, info in latest], ticks
+
+    conversations, ticks = asyncio.run(main())
+    local = gym.make("envgym/retail-v0")
+    assert conversations == [_in_process(local, i, task) for i, task in enumerate(chosen)]
+    assert peak > 1, "requests never overlapped: the sessions were stepped one at a time"
+    assert ticks > 0, "the event loop was blocked while the sessions were stepped"
+    assert all(env._client is None for env in envs)
+
+
+def test_async_calls_match_the_sync_ones_and_report_a_dead_server(served: Served) -> None:
+    env = RemoteEnv(served.url, token_file=served.token_file)
+    wrapped = gym.make("envgym/remote-v0", url=served.url, token_file=served.token_file)
+
+    def frozen(result: Any) -> str:
+        return json.dumps(result, sort_keys=True)
+
+    async def main() -> tuple[str, str, str, str]:
+        first = frozen(await env.areset(seed=3))
+        step = frozen(await env.astep("hello"))
+        via_make = frozen(await areset(wrapped, seed=3))
+        return first, step, via_make, frozen(await astep(wrapped, "hello"))
+
+    first, step, via_make, wrapped_step = asyncio.run(main())
+    assert frozen(env.reset(seed=3)) == first and frozen(env.step("hello")) == step
+    assert via_make == first and wrapped_step == step
+    env.close()
+    wrapped.close()
+    with pytest.raises(RemoteEnvError, match="closed"):
+        asyncio.run(env.astep("hello"))
