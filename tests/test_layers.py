@@ -17,6 +17,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("envgym.env",),
     ("envgym.play",),
     ("envgym.sandbox", "envgym.remote", "envgym.sandboxed", "envgym.serve", "envgym.train", "envgym.deploy", "envgym.k8s_render",
+     "envgym.integrations",
      "synth"),
     ("envgym.cli",),
 ]

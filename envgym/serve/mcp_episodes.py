@@ -17,16 +17,9 @@ from typing import Any
 import gymnasium as gym
 
 from envgym.env import ToolWorldEnv
+from envgym.play.tool_turns import USER_TOOL, step_tool_call
 from envgym.world.spec import ToolSpec
 
-# The agent's turn to the user, offered beside the world's tools: MCP has no chat channel of its own.
-USER_TOOL = "send_message_to_user"
-USER_TOOL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"message": {"type": "string", "description": "What to say to the user."}},
-    "required": ["message"],
-    "additionalProperties": False,
-}
 EPISODE_OVER = "The episode is over; nothing was done. A new MCP session starts a new episode."
 
 
@@ -80,21 +73,11 @@ class Episode:
         with self.lock:
             if self.done:
                 return Outcome(EPISODE_OVER, is_error=True)
-            if name == USER_TOOL:
-                action: Any = str(arguments.get("message", ""))
-            else:
-                call = {"id": f"mcp_{self.steps + 1}", "type": "function",
-                        "function": {"name": name, "arguments": json.dumps(arguments)}}
-                action = {"role": "assistant", "content": None, "tool_calls": [call]}
-            seen = len(self.env.messages)
-            _, reward, terminated, truncated, info = self.env.step(action)
+            turn = step_tool_call(self.env, name, arguments, f"mcp_{self.steps + 1}")
             self.steps += 1
-            answer = info["messages"][seen + 1:]  # after the agent's own message
-            text = "\n".join(str(m.get("content") or "") for m in answer) or "(the conversation has ended)"
-            ended = bool(terminated or truncated)
-            if ended:
-                self.done, self.reward, self.info = True, float(reward), info
-            return Outcome(text, is_error=bool(info.get("tool_errors")), ended=ended)
+            if turn.ended:
+                self.done, self.reward, self.info = True, turn.reward, turn.info
+            return Outcome(turn.text, is_error=turn.is_error, ended=turn.ended)
 
     def record(self) -> dict[str, Any]:
         """The operator's view: reward, its components and the final state's hash (never shown to the agent)."""

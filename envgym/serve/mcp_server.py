@@ -19,7 +19,8 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from envgym.serve.mcp_episodes import USER_TOOL, USER_TOOL_SCHEMA, EpisodeBook, tool_hints
+from envgym.play.tool_turns import USER_TOOL, USER_TOOL_DESCRIPTION, USER_TOOL_SCHEMA
+from envgym.serve.mcp_episodes import EpisodeBook, tool_hints
 
 EPISODE_PROMPT = "episode"
 STDIO_SESSION = "stdio"
@@ -38,8 +39,7 @@ def _tools(book: EpisodeBook) -> list[types.Tool]:
     ]
     tools.append(types.Tool(
         name=USER_TOOL,
-        description="Say something to the user; the result is the user's reply. Write ###STOP### to end the "
-                    "conversation.",
+        description=USER_TOOL_DESCRIPTION,
         input_schema=USER_TOOL_SCHEMA,
         annotations=types.ToolAnnotations(title="Message the user", read_only_hint=True, destructive_hint=False,
                                           open_world_hint=False),

@@ -16,8 +16,8 @@ from mcp import Client, StdioServerParameters
 
 from envgym.env import ToolWorldEnv
 from envgym.play.policies import OraclePolicy
+from envgym.play.tool_turns import USER_TOOL
 from envgym.protocol import parse_action
-from envgym.serve.mcp_episodes import USER_TOOL
 from tests.sandbox.serving import REPO_ROOT, Served, child_env, start
 
 pytestmark = pytest.mark.mcp
@@ -194,3 +194,16 @@ def test_a_malformed_call_is_an_error_result_and_the_session_goes_on(http_server
     assert bad.is_error and "order_id" in bad.content[0].text
     assert unknown.is_error and "unknown tool 'reset'" in unknown.content[0].text
     assert not good.is_error and "Yoga Mat" in good.content[0].text
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["mcp", "serve", "retail", "--task", "nope"], "environment 'retail' has no task 'nope'"),
+    (["mcp", "serve", "retail", "--transport", "http", "--no-auth", "--host", "0.0.0.0"], "not a loopback address"),
+])
+def test_bad_serve_arguments_are_one_line_errors(argv: list[str], message: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from envgym.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
