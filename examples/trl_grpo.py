@@ -31,11 +31,12 @@ def chat_tokenizer(tokenizer: Any) -> Any:
 
 
 def build_trainer(model: Any, tokenizer: Any, env: str, *, max_steps: int, output_dir: str,
-                  task_ids: list[str] | None = None) -> Any:
-    """A GRPOTrainer whose rollouts run in `env` through `environment_factory`, rewarded by the env alone."""
+                  task_ids: list[str] | None = None, **config: Any) -> Any:
+    """A GRPOTrainer whose rollouts run in `env` through `environment_factory`, rewarded by the env alone;
+    `config` overrides GRPOConfig fields."""
     from trl import GRPOConfig, GRPOTrainer
 
-    config = GRPOConfig(
+    settings: dict[str, Any] = dict(
         output_dir=output_dir,
         max_steps=max_steps,
         per_device_train_batch_size=2,
@@ -52,7 +53,7 @@ def build_trainer(model: Any, tokenizer: Any, env: str, *, max_steps: int, outpu
     return GRPOTrainer(
         model=model,
         processing_class=tokenizer,
-        args=config,
+        args=GRPOConfig(**{**settings, **config}),
         train_dataset=trl_dataset(env, task_ids, repeat=max(1, max_steps)),
         environment_factory=trl_environment(env),
     )

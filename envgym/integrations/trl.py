@@ -114,7 +114,7 @@ def trl_environment(env: str, **env_kwargs: Any) -> type:
     arguments go to `gymnasium.make`."""
     env_id = _env_id(env)
     probe = _make_env(env_id, env_kwargs)
-    tools = probe.data.world.tools
+    tools, world_name = probe.data.world.tools, probe.data.world.name
     probe.close()
     clash = [t.name for t in tools if t.name in (*RESERVED, USER_TOOL) or t.name.startswith("_")]
     if clash:
@@ -124,7 +124,8 @@ def trl_environment(env: str, **env_kwargs: Any) -> type:
     for tool in tools:
         namespace[tool.name] = _tool_method(tool.name, tool.description, tool.parameters)
     namespace[USER_TOOL] = _tool_method(USER_TOOL, USER_TOOL_DESCRIPTION, USER_TOOL_SCHEMA)
-    name = "".join(part.capitalize() for part in env_id.split("/")[-1].replace("-", "_").split("_")) + "Env"
+    # Named after the world: TRL logs the env's reward as rewards/<class name>/mean.
+    name = "".join(part.capitalize() for part in world_name.replace("-", "_").split("_")) + "Env"
     return type(name, (_TrlEpisode,), namespace)
 
 

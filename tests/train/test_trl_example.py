@@ -65,15 +65,18 @@ def _teach_one_tool_call(model: Any, tokenizer: Any, env_class: type) -> None:
     prompt_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     target = tokenizer(CALL + "<|im_end|>", add_special_tokens=False)["input_ids"]
     ids = torch.tensor([prompt_ids + target])
-    labels = torch.tensor([[-100] * len(prompt_ids) + target])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    labels = torch.tensor(target)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=4e-3)
     torch.manual_seed(0)
-    for _ in range(120):
-        loss = model(input_ids=ids, labels=labels).loss
+    for _ in range(80):
+        # Logits of the target's positions only: the vocabulary projection of the prompt is most of the cost.
+        logits = model(input_ids=ids, logits_to_keep=len(target) + 1).logits[0, :-1]
+        loss = torch.nn.functional.cross_entropy(logits, labels)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
-    assert float(loss) < 0.05
+    greedy = model.generate(torch.tensor([prompt_ids]), max_new_tokens=len(target) + 2, do_sample=False)
+    assert tokenizer.decode(greedy[0, len(prompt_ids):]) == CALL + "<|im_end|>"
 
 
 @pytest.mark.slow
@@ -85,8 +88,9 @@ def test_grpo_trains_through_the_environment_hook_and_its_tool_calls_reach_the_e
     tokenizer = example.chat_tokenizer(tokenizer)
     env_class = trl_environment("calculator")
     _teach_one_tool_call(model, tokenizer, env_class)
+    # Sampling near the taught reply, so each rollout makes the call; what TRL does with it is under test.
     trainer = example.build_trainer(model, tokenizer, "calculator", max_steps=1, output_dir=str(tmp_path),
-                                    task_ids=["mul_000"])
+                                    task_ids=["mul_000"], temperature=0.3)
     trainer.train()
     assert trainer.state.global_step == 1
     log = trainer.state.log_history[0]
