@@ -111,3 +111,22 @@ def test_async_calls_match_the_sync_ones_and_report_a_dead_server(served: Served
     wrapped.close()
     with pytest.raises(RemoteEnvError, match="closed"):
         asyncio.run(env.astep("hello"))
+
+
+def test_async_calls_go_to_the_sessions_worker() -> None:
+    server = start_serve("--workers", "2")
+    try:
+        envs = [RemoteEnv(server.url, token_file=server.token_file) for _ in range(4)]
+        twins = [gym.make("envgym/calculator-v0") for _ in envs]
+
+        async def main() -> tuple[str, str]:
+            resets = json.dumps(await areset_many(envs, seeds=range(4)), sort_keys=True)
+            steps = json.dumps(await astep_many(envs, ["hello"] * 4), sort_keys=True)
+            await asyncio.gather(*(env.aclose() for env in envs))
+            return resets, steps
+
+        resets, steps = asyncio.run(main())
+        assert resets == json.dumps([t.reset(seed=i) for i, t in enumerate(twins)], sort_keys=True)
+        assert steps == json.dumps([t.step("hello") for t in twins], sort_keys=True)
+    finally:
+        assert server.stop() == 0
