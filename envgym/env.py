@@ -77,7 +77,7 @@ from envgym.protocol import (
     renderer,
     tool_message,
 )
-from envgym.rewards.rubric import grade, total_reward
+from envgym.rewards.rubric import grade, passes, total_reward
 from envgym.rewards.toolcalls import ToolCallLog, ToolCallWeights, score_tool_calls, shaping_reward
 from envgym.spaces import MAX_TEXT, TextSpace
 from envgym.users import STOP, LLMUser, ScriptedUser, UserSimulator
@@ -328,8 +328,16 @@ class ToolWorldEnv(gym.Env[str, Any]):
         return self.security.target_state(self.task)
 
     def _goal_reached(self) -> bool:
-        components, _ = self._grade()
-        return total_reward(components) == 1.0
+        """Whether the episode's reward would be 1.0 now (the scripted user's cue to stop)."""
+        assert self.task is not None and self.state is not None
+        if "grade" in self._hooks:
+            components, _ = self._grade()
+            return total_reward(components) == 1.0
+        try:
+            return passes(self.task, self.state, self.security.target_hash(self.task), self.messages,
+                          world=self.data.world, results=self.tool_results)
+        except Exception:  # as in _grade: a failing grader is never the agent's doing, and the reward would be 0
+            return False
 
     def _grade(self) -> tuple[dict[str, float], str | None]:
         """The rubric's components, or ({}, why) when grading itself fails: that is never the agent's doing, and

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import datetime
+import json
 import pickle
 from collections.abc import Callable
 from typing import Any
@@ -163,3 +165,25 @@ def test_restore_goes_back_to_the_snapshot_and_the_snapshot_stays_reusable(shop_
         assert state.hash() != before
         state.restore(snap)
         assert state.hash() == before == snap.hash()
+
+
+def _plain_json(state: WorldState) -> str:
+    return json.dumps(state.plain(), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def test_the_cached_canonical_json_follows_every_change_of_every_fork() -> None:
+    base = WorldState({"b": {"x": {"v": 0, "é": "ü"}, "y": {"v": [1, {"d": datetime.date(2026, 1, 2)}]}},
+                       "a": {"z": {"v": None}}})
+    a = base.copy()
+    steps: list[Callable[[], object]] = [
+        lambda: a.table("b")["x"].update(v=1),           # a handed-out record, changed
+        lambda: a.copy(),                                 # a's own records become shared again
+        lambda: a.table("b").pop("y"),                    # a shared record removed: nothing else owned
+        lambda: a.table("a").__setitem__("w", {"v": 2}),  # a record added
+        lambda: a.table("b")["x"].update(v=3),
+    ]
+    for step in steps:
+        step()
+        for state in (base, a, a.copy()):
+            assert state.canonical_json() == _plain_json(state)
+    assert WorldState({"t": {1: {"v": 1}, 2: {"v": 2}}}).canonical_json() == '{"t":{"1":{"v":1},"2":{"v":2}}}'

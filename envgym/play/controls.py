@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from envgym.loader import EnvironmentData, load_environment
 from envgym.play.policies import OraclePolicy, Policy, RandomPolicy, RefusePolicy, _random_value
@@ -48,6 +48,22 @@ def plausible_values(state: WorldState, kinds: set[AnswerType]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+class _Scripted(Protocol):
+    def turns(self, data: EnvironmentData, task: TaskSpec) -> list[str]: ...
+
+
+def _next_turn(policy: _Scripted, data: EnvironmentData | None, scripts: dict[tuple[str, str], list[str]],
+               info: dict[str, Any]) -> str:
+    """The policy's turn for this point of the episode, from its script of the task (made once per task)."""
+    key = (info["env_name"], info["task_id"])
+    if key not in scripts:
+        loaded = _data(data, info)
+        scripts[key] = policy.turns(loaded, loaded.task(info["task_id"]))
+    turns = scripts[key]
+    turn = sum(1 for m in info["messages"] if m["role"] == "assistant")
+    return turns[turn] if turn < len(turns) else f"Goodbye. {STOP}"
+
+
 class GuessSprayPolicy:
     """Tells the user every plausible value of the task's answer types, in as few turns as the action space allows,
     then ends the conversation; it never calls a tool."""
@@ -55,6 +71,7 @@ class GuessSprayPolicy:
     def __init__(self, data: EnvironmentData | None = None, max_length: int = MAX_TEXT):
         self.data = data
         self.max_length = max_length
+        self._scripts: dict[tuple[str, str], list[str]] = {}  # the turns depend on the task only
 
     def turns(self, data: EnvironmentData, task: TaskSpec) -> list[str]:
         kinds: set[AnswerType] = {a.type for a in task.answers} or {"number", "money", "id", "enum", "text"}
@@ -70,10 +87,7 @@ class GuessSprayPolicy:
         return [f"It is one of these: {chunk}" for chunk in chunks]
 
     def act(self, obs: str, info: dict[str, Any]) -> str:
-        data = _data(self.data, info)
-        turns = self.turns(data, data.task(info["task_id"]))
-        turn = sum(1 for m in info["messages"] if m["role"] == "assistant")
-        return turns[turn] if turn < len(turns) else f"Goodbye. {STOP}"
+        return _next_turn(self, self.data, self._scripts, info)
 
 
 class EveryWritePolicy:
@@ -82,6 +96,7 @@ class EveryWritePolicy:
     def __init__(self, data: EnvironmentData | None = None, seed: int = 0):
         self.data = data
         self.seed = seed
+        self._scripts: dict[tuple[str, str], list[str]] = {}  # the turns depend on the task and the seed only
 
     def turns(self, data: EnvironmentData, task: TaskSpec) -> list[str]:
         rng = random.Random(f"{self.seed}:{task.id}")
@@ -113,10 +128,7 @@ class EveryWritePolicy:
         return format_tool_call(call.name, call.arguments)
 
     def act(self, obs: str, info: dict[str, Any]) -> str:
-        data = _data(self.data, info)
-        turns = self.turns(data, data.task(info["task_id"]))
-        turn = sum(1 for m in info["messages"] if m["role"] == "assistant")
-        return turns[turn] if turn < len(turns) else f"Goodbye. {STOP}"
+        return _next_turn(self, self.data, self._scripts, info)
 
 
 NEGATIVE_CONTROLS: dict[str, Callable[[EnvironmentData | None, int], Policy]] = {

@@ -38,14 +38,18 @@ class OraclePolicy:
         self.data = data
         self.authenticate = authenticate
         self.confirm = confirm
+        self._scripts: dict[tuple[str, str], list[str]] = {}  # the script depends on the task only
 
     def _data(self, info: dict[str, Any]) -> EnvironmentData:
         return self.data or load_environment(str(find_env_dir(info["env_name"])))
 
     def act(self, obs: str, info: dict[str, Any]) -> str:
-        data = self._data(info)
-        turns = scripted_turns(data.world, data.task(info["task_id"]), authenticate=self.authenticate,
-                               confirm=self.confirm)
+        key = (info["env_name"], info["task_id"])
+        if key not in self._scripts:
+            data = self._data(info)
+            self._scripts[key] = scripted_turns(data.world, data.task(info["task_id"]),
+                                                authenticate=self.authenticate, confirm=self.confirm)
+        turns = self._scripts[key]
         turn = _turns_taken(info)
         return turns[turn] if turn < len(turns) else f"Goodbye. {STOP}"
 

@@ -37,6 +37,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Any
 
 from envgym.protocol import strip_tool_calls
@@ -81,14 +82,36 @@ def _decimal(text: str) -> Decimal | None:
         return None
 
 
+# The rubric reads the whole conversation again after every turn, and a guess-sprayer's replies hold thousands of
+# numerals: each distinct numeral and each reply is read once (the caches are bounded, the values immutable).
+@lru_cache(maxsize=65536)
+def _number(numeral: str) -> str | None:
+    value = _decimal(numeral)
+    return None if value is None else f"{value.normalize():f}"
+
+
+@lru_cache(maxsize=65536)
+def _cents(numeral: str) -> str | None:
+    value = _decimal(numeral)
+    return None if value is None else f"{value.quantize(Decimal('0.01'))}"
+
+
+@lru_cache(maxsize=256)
+def _read_numbers(text: str) -> frozenset[str]:
+    return frozenset(v for v in map(_number, {m.group() for m in _NUMBER_RE.finditer(text)}) if v is not None)
+
+
+@lru_cache(maxsize=256)
+def _read_money(text: str) -> frozenset[str]:
+    return frozenset(v for v in map(_cents, {m.group() for m in _NUMBER_RE.finditer(text)}) if v is not None)
+
+
 def read_numbers(text: str) -> set[str]:
-    values = (_decimal(m.group()) for m in _NUMBER_RE.finditer(text))
-    return {f"{v.normalize():f}" for v in values if v is not None}
+    return set(_read_numbers(text))
 
 
 def read_money(text: str) -> set[str]:
-    values = (_decimal(m.group()) for m in _NUMBER_RE.finditer(text))
-    return {f"{v.quantize(Decimal('0.01'))}" for v in values if v is not None}
+    return set(_read_money(text))
 
 
 def read_times(text: str) -> set[str]:
@@ -119,13 +142,19 @@ def read_dates(text: str) -> set[str]:
     return found
 
 
+@lru_cache(maxsize=65536)
 def id_shape(token: str) -> str:
     return re.sub(r"[^\W\d_]+", "a", re.sub(r"\d+", "9", token.lower().lstrip("#")))
 
 
+@lru_cache(maxsize=256)
+def _read_id_tokens(text: str) -> frozenset[str]:
+    tokens = (t.rstrip(".-+").lower().lstrip("#") for t in set(_TOKEN_RE.findall(text)))
+    return frozenset(t for t in tokens if t)
+
+
 def _id_tokens(text: str) -> set[str]:
-    tokens = (t.rstrip(".-+").lower().lstrip("#") for t in _TOKEN_RE.findall(text))
-    return {t for t in tokens if t}
+    return set(_read_id_tokens(text))
 
 
 def normalize_phrase(text: str) -> str:
@@ -203,12 +232,23 @@ def check_task_answers(task_id: str, answers: list[Answer]) -> None:
                 raise ValueError(f"task {task_id}: answers[{i}]: {exc}") from exc
 
 
-def _read(kind: AnswerType, text: str, expected: set[str], choices: set[str]) -> set[str]:
+# Numerals and id tokens never hold a line break, so the values of the joined texts are the union of each text's
+# values, and each text's values are cached; times, dates and phrases may span a line break and read the join.
+_PER_TEXT: dict[AnswerType, Callable[[str], frozenset[str]]] = {
+    "number": _read_numbers, "money": _read_money, "id": _read_id_tokens,
+}
+
+
+def _read(kind: AnswerType, texts: list[str], expected: set[str], choices: set[str]) -> set[str]:
+    if kind in _PER_TEXT:
+        found = set().union(*map(_PER_TEXT[kind], texts)) if texts else set()
+        if kind == "id":
+            shapes = {id_shape(v) for v in expected | choices}
+            return {t for t in found if id_shape(t) in shapes}
+        return found
+    text = "\n".join(texts)
     if kind in ("enum", "text"):
         return read_phrases(text, expected | choices)
-    if kind == "id":
-        shapes = {id_shape(v) for v in expected | choices}
-        return {t for t in _id_tokens(text) if id_shape(t) in shapes}
     found = _READERS[kind](text)
     if kind == "date":  # a date said without its year stands for the expected date with that month and day
         by_day = {v[5:]: v for v in expected}
@@ -221,8 +261,8 @@ def check_type(kind: AnswerType, answers: list[Answer], replies: list[str], user
     expected = {expected_value(a) for a in answers}
     choices = {expected_value(Answer(value=c, type=kind)) if kind not in ("enum", "text") else normalize_phrase(c)
                for a in answers for c in a.choices}
-    offered = _read(kind, "\n".join(replies), expected, choices)
-    told = _read(kind, "\n".join(user), expected, choices)
+    offered = _read(kind, replies, expected, choices)
+    told = _read(kind, user, expected, choices)
     return TypeVerdict(
         type=kind,
         expected=frozenset(expected),

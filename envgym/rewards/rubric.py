@@ -49,16 +49,49 @@ def grade(
     """Reward components, each 0.0 or 1.0: `state`, `assertions`, `answers`, `outputs`, and one per rule that
     `world.rules` declares (`rule_authenticate`, `rule_confirm`, `rule_no_extra_writes`), checked on `messages`
     with `results[i]` the result of the i-th tool message."""
-    said = normalize_text(agent_replies(messages))
     components = {
         "state": float(state.hash() == target_hash),
-        "assertions": float(all(check_assertion(state, a) for a in task.assertions)),
+        "assertions": float(_assertions_hold(task, state)),
         "answers": float(answers_pass(task.answers, messages)),
-        "outputs": float(all(normalize_text(o) in said for o in task.required_outputs)),
+        "outputs": float(_outputs_said(task, messages)),
     }
     if world is not None:
         components.update(check_rules(world, task, messages, results, state))
     return components
+
+
+def passes(
+    task: TaskSpec,
+    state: WorldState,
+    target_hash: str,
+    messages: list[dict[str, Any]],
+    *,
+    world: WorldSpec | None = None,
+    results: Sequence[ToolResult] = (),
+) -> bool:
+    """Whether every component of `grade` is 1.0, i.e. the task is done.
+
+    The scripted user asks this after every agent turn, when the task is usually not done yet: the components are
+    checked cheapest and most often failing first (the state hash, then what was said), and the first that fails
+    ends the check, where `grade` computes them all.
+    """
+    if state.hash() != target_hash or not _outputs_said(task, messages):
+        return False
+    if not answers_pass(task.answers, messages) or not _assertions_hold(task, state):
+        return False
+    rules = check_rules(world, task, messages, results, state) if world is not None else {}
+    return all(value == 1.0 for value in rules.values())
+
+
+def _assertions_hold(task: TaskSpec, state: WorldState) -> bool:
+    return all(check_assertion(state, a) for a in task.assertions)
+
+
+def _outputs_said(task: TaskSpec, messages: list[dict[str, Any]]) -> bool:
+    if not task.required_outputs:
+        return True
+    said = normalize_text(agent_replies(messages))
+    return all(normalize_text(o) in said for o in task.required_outputs)
 
 
 def total_reward(components: dict[str, float]) -> float:

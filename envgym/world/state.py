@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import copy
-import datetime
-import decimal
 import hashlib
 import json
 import random
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from envgym.world.errors import UnknownEntityError
 from envgym.world.spec import EntitySpec, FieldSpec, WorldSpec
+from envgym.world.table import CANONICAL, Record, Table, copy_record, fork_table, raw_items
+
+__all__ = ["Change", "Record", "Table", "WorldState", "copy_record", "generate_state", "next_key"]
 
 if TYPE_CHECKING:
     from faker import Faker
-
-Record = dict[str, Any]
 
 
 def next_key(table: Mapping[str, Any], prefix: str = "", key_format: str = "{prefix}{index:04d}") -> str:
@@ -39,153 +38,6 @@ class Change:
     field: str | None = None
     before: Any = None
     after: Any = None
-
-
-# Values that no one can change in place, so a copied record may share them with its original.
-_ATOMIC: frozenset[type] = frozenset({str, int, float, bool, type(None), bytes, datetime.date, datetime.datetime,
-                                      datetime.time, decimal.Decimal})
-
-
-def copy_record(value: Any) -> Any:
-    """A deep copy of JSON-like data, several times faster than copy.deepcopy (other types fall back to it)."""
-    kind = type(value)
-    if kind is dict:
-        return {k: v if type(v) in _ATOMIC else copy_record(v) for k, v in value.items()}
-    if kind is list:
-        return [v if type(v) in _ATOMIC else copy_record(v) for v in value]
-    if kind in _ATOMIC:
-        return value
-    return copy.deepcopy(value)
-
-
-class Table(dict[str, Record]):
-    """One entity's records, copy-on-write: records shared with other states are copied on first access.
-
-    A record whose key is not in `_owned` may be shared with the state this one was copied from (or with its
-    copies) and must never be changed in place; every accessor that hands a record out copies it first, so a tool
-    may mutate whatever it gets. `peek`, `peek_values` and `peek_items` hand out records without copying, for
-    readers that never write (hashing, diffs, read-only tools).
-    """
-
-    __slots__ = ("_owned",)
-
-    def __init__(self, records: dict[str, Record] | None = None, owned: bool = True):
-        super().__init__(records or {})
-        self._owned: set[str] = set(self) if owned else set()
-
-    def _own(self, key: str, record: Record) -> Record:
-        record = copy_record(record)
-        dict.__setitem__(self, key, record)
-        self._owned.add(key)
-        return record
-
-    def _own_all(self) -> None:
-        if len(self._owned) != len(self):
-            for key, record in list(dict.items(self)):
-                if key not in self._owned:
-                    self._own(key, record)
-
-    def __getitem__(self, key: str) -> Record:
-        record = dict.__getitem__(self, key)
-        return record if key in self._owned else self._own(key, record)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        if key in self._owned:
-            return dict.get(self, key, default)
-        if key not in self:
-            return default
-        return self._own(key, dict.__getitem__(self, key))
-
-    def __setitem__(self, key: str, record: Record) -> None:
-        dict.__setitem__(self, key, record)
-        self._owned.add(key)
-
-    def __delitem__(self, key: str) -> None:
-        dict.__delitem__(self, key)
-        self._owned.discard(key)
-
-    def pop(self, key: str, *default: Any) -> Any:
-        if key not in self:
-            return dict.pop(self, key, *default)
-        record = self[key]
-        self.__delitem__(key)
-        return record
-
-    def popitem(self) -> tuple[str, Record]:
-        key = next(reversed(self))
-        return key, self.pop(key)
-
-    def setdefault(self, key: str, default: Any = None) -> Any:
-        if key not in self:
-            self[key] = default
-        return self[key]
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        for key, record in dict(*args, **kwargs).items():
-            self[key] = record
-
-    def clear(self) -> None:
-        dict.clear(self)
-        self._owned.clear()
-
-    def values(self) -> Any:
-        self._own_all()
-        return dict.values(self)
-
-    def items(self) -> Any:
-        self._own_all()
-        return dict.items(self)
-
-    # Overriding __iter__ keeps dict(table) and {**table} off CPython's fast path, which would read shared
-    # records without copying them; they go through keys() and __getitem__ instead.
-    def __iter__(self) -> Iterator[str]:
-        return dict.__iter__(self)
-
-    def copy(self) -> Table:
-        return Table({key: copy_record(record) for key, record in dict.items(self)})
-
-    def __copy__(self) -> Table:
-        return self.copy()
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Table:
-        return self.copy()
-
-    def __reduce__(self) -> Any:
-        return (Table, (dict(dict.items(self)),))  # pickling copies the records anyway
-
-    def __or__(self, other: Any) -> Table:  # type: ignore[override]
-        merged = self.copy()
-        merged.update(other)
-        return merged
-
-    def __ior__(self, other: Any) -> Table:  # type: ignore[override]
-        self.update(other)
-        return self
-
-    def peek(self, key: str) -> Record | None:
-        """The record without a copy: read it, never change it."""
-        return dict.get(self, key)
-
-    def peek_values(self) -> Iterable[Record]:
-        """The records without copies: read them, never change them."""
-        return dict.values(self)
-
-    def peek_items(self) -> Iterable[tuple[str, Record]]:
-        """(key, record) pairs without copies: read them, never change them."""
-        return dict.items(self)
-
-    def fork(self) -> Table:
-        """A copy that shares every record with this table; from now on both copy a record before handing it out."""
-        self._owned.clear()
-        child = Table.__new__(Table)
-        dict.update(child, dict.items(self))
-        child._owned = set()
-        return child
-
-
-
-def _raw_items(table: dict[str, Record]) -> Iterable[tuple[str, Record]]:
-    return dict.items(table)
 
 
 @dataclass(eq=False)
@@ -213,7 +65,7 @@ class WorldState:
 
     def plain(self) -> dict[str, dict[str, Record]]:
         """The tables as plain dicts over the current records, without copies: read them, never change them."""
-        return {entity: dict(_raw_items(table)) for entity, table in self.tables.items()}
+        return {entity: dict(raw_items(table)) for entity, table in self.tables.items()}
 
     def table(self, entity: str) -> dict[str, Record]:
         try:
@@ -236,7 +88,7 @@ class WorldState:
 
     def find(self, entity: str, **match: Any) -> list[Record]:
         table = self.table(entity)
-        return [table[k] for k, r in _raw_items(table) if all(r.get(f) == v for f, v in match.items())]
+        return [table[k] for k, r in raw_items(table) if all(r.get(f) == v for f, v in match.items())]
 
     def snapshot(self) -> WorldState:
         """A frozen copy of the tables to `restore` later (resources are not data and are left out)."""
@@ -248,7 +100,7 @@ class WorldState:
 
     def copy(self) -> WorldState:
         """An independent state with the same records, made without copying them (see `Table`)."""
-        return WorldState({e: _fork(t) for e, t in self.tables.items()})
+        return WorldState({e: fork_table(t) for e, t in self.tables.items()})
 
     # Resources are process-local handles (a sandbox, a client, a finalizer): pickles and deep copies carry the
     # data only, as `copy` does, and whoever needs a resource acquires its own.
@@ -256,7 +108,12 @@ class WorldState:
         return {"tables": self.tables, "resources": {}}
 
     def canonical_json(self) -> str:
-        return json.dumps(self.plain(), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+        """The tables as JSON with sorted keys, no spaces and unicode as is (`table.CANONICAL`)."""
+        tables = self.tables
+        if not all(type(e) is str and isinstance(t, Table) for e, t in tables.items()):
+            return CANONICAL.encode(self.plain())
+        parts = (f"{CANONICAL.encode(e)}:{tables[e].canonical_json()}" for e in sorted(tables))  # type: ignore[attr-defined]
+        return "{" + ",".join(parts) + "}"
 
     def hash(self) -> str:
         """sha256 of the canonical JSON of all tables: equal for equal data, whatever the insertion order."""
@@ -266,8 +123,8 @@ class WorldState:
         """Changes that turn `self` into `other`, sorted by entity, key and field."""
         changes: list[Change] = []
         for entity in sorted(set(self.tables) | set(other.tables)):
-            mine = dict(_raw_items(self.tables.get(entity, {})))
-            theirs = dict(_raw_items(other.tables.get(entity, {})))
+            mine = dict(raw_items(self.tables.get(entity, {})))
+            theirs = dict(raw_items(other.tables.get(entity, {})))
             for key in sorted(set(mine) | set(theirs)):
                 a, b = mine.get(key), theirs.get(key)
                 if a is None and b is not None:
@@ -279,13 +136,6 @@ class WorldState:
                         if a.get(fname) != b.get(fname):
                             changes.append(Change(entity, key, "changed", fname, a.get(fname), b.get(fname)))
         return changes
-
-
-def _fork(table: dict[str, Record]) -> Table:
-    if isinstance(table, Table):
-        return table.fork()
-    # A plain dict put into `tables` by hand: its owner may still change it, so the copy cannot share it.
-    return Table({k: copy_record(r) for k, r in table.items()})
 
 
 def _order_entities(entities: dict[str, EntitySpec]) -> list[str]:

@@ -142,3 +142,13 @@ def test_infer_answer_picks_the_type_that_reads_the_value(value: str, kind: str)
 def test_infer_answer_keeps_choices_of_the_same_type() -> None:
     answer = infer_answer("26 months", ["8,240", "Priya", "26 months", "12"])
     assert answer.choices == ["12", "26 months", "8,240"]
+
+
+def test_numbers_money_and_ids_read_per_reply_are_those_of_the_joined_replies() -> None:
+    replies = ["Total 1,280.50 for #W0071", "12\n", ",000 and 7.", "W0072.", "-3", "$4.5 on 2026-12-14 at 06:10"]
+    answers = [Answer(value="1280.50", type="money"), Answer(value="12", type="number"),
+               Answer(value="#W0071", type="id")]
+    joined = "\n".join(replies)
+    offered = {v.type: set(v.offered) for v in check_answers(answers, chat(*replies))}
+    assert offered["money"] == read_money(joined) and offered["number"] == read_numbers(joined)
+    assert offered["id"] == {"w0071", "w0072"}
