@@ -84,7 +84,7 @@ from envgym.users import STOP, LLMUser, ScriptedUser, UserSimulator
 from envgym.world.errors import EnvConfigError
 from envgym.world.spec import TaskSpec, WorldSpec
 from envgym.world.state import WorldState
-from envgym.world.tools import ToolErrorKind, ToolResult, resolve_python
+from envgym.world.tools import FaultLedger, ToolErrorKind, ToolResult, resolve_python
 
 _log = logging.getLogger(__name__)
 
@@ -163,6 +163,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
         self.calls = ToolCallLog(self._write_tools, self._target_state)
         self.steps = 0
         self._rng = random.Random()
+        self._faults = FaultLedger()
         self._started = 0.0
         self._done = True
 
@@ -182,6 +183,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
         else:
             self.task = self.data.tasks[int(self.np_random.integers(len(self.data.tasks)))]
         self._rng = random.Random(int(self.np_random.integers(2**63)))
+        self._faults = FaultLedger()
         self.state = self.data.initial.copy()
         if "on_reset" in self._hooks:
             self._hooks["on_reset"](self.state, self.task, self._rng)
@@ -321,7 +323,8 @@ class ToolWorldEnv(gym.Env[str, Any]):
 
     def _execute(self, call: ParsedCall) -> ToolResult:
         assert self.state is not None
-        return self.data.executor.execute(self.state, call.name, call.arguments, self._rng, self.failure_rate)
+        return self.data.executor.execute(self.state, call.name, call.arguments, self._rng, self.failure_rate,
+                                          self._faults)
 
     def _target_state(self) -> WorldState:
         assert self.task is not None

@@ -2,7 +2,9 @@
 
 A mutation returns a new tool or None when it does not apply: add an optional filter, nest the filters (or the
 identity facts) in an object argument, return only some fields, add a required field, or add a failure mode
-(permission: the record must belong to the account named in the call).
+(permission: the record must belong to the account named in the call; rate limit: after a few calls the next one
+is refused; transient: a share of the calls fails. The env plays the last two deterministically by the episode's
+seed, `envgym.world.tools.FaultLedger`, and a retry of the failed call goes through).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import random
 from typing import Any
 
-from envgym.world.spec import Filter, Precondition, ToolSpec
+from envgym.world.spec import Filter, Precondition, ToolFaults, ToolSpec
 from synth.lexicon import words
 from synth.model import DomainModel, FieldModel
 from synth.operators import Made, _filters, param
@@ -113,8 +115,32 @@ def projection(made: Made, d: DomainModel, rng: random.Random) -> Made | None:
                                       "description": description}, made.kinds)
 
 
-MUTATIONS = {"optional_filter": optional_filter, "projection": projection, "nested_args": nested_args, "required_field": required_field,
-             "permission": permission}
+def _faults(made: Made) -> ToolFaults:
+    return made.spec.faults or ToolFaults()
+
+
+def rate_limit(made: Made, d: DomainModel, rng: random.Random) -> Made | None:
+    """A rate-limited tool: after `n` calls the next one is refused once (failure mode: rate limit)."""
+    if _faults(made).rate_limit is not None:
+        return None
+    n = rng.randint(1, 3)
+    calls = "call" if n == 1 else "calls"
+    return _copy(made, "rate_limit", {"faults": _faults(made).model_copy(update={"rate_limit": n}),
+                                      "description": f"{made.spec.description} Rate limited: after {n} {calls} the "
+                                      "next one is refused; retry it."}, made.kinds)
+
+
+def transient(made: Made, d: DomainModel, rng: random.Random) -> Made | None:
+    """A flaky service: a share of the calls fails and a retry goes through (failure mode: transient)."""
+    if _faults(made).transient:
+        return None
+    share = rng.choice([0.2, 0.3, 0.5])
+    return _copy(made, "transient", {"faults": _faults(made).model_copy(update={"transient": share})}, made.kinds)
+
+
+MUTATIONS = {"optional_filter": optional_filter, "projection": projection, "nested_args": nested_args,
+             "required_field": required_field, "permission": permission, "rate_limit": rate_limit,
+             "transient": transient}
 
 
 def mutate(made: Made, d: DomainModel, rng: random.Random) -> Made:
@@ -139,7 +165,9 @@ def signature(spec: ToolSpec) -> str:
     effect = spec.effect
     required = set(spec.parameters.get("required", []))
     params = sorted(_param_shape(v, k in required) for k, v in spec.parameters.get("properties", {}).items())
-    body: dict[str, Any] = {"params": params, "read": spec.read_only}
+    faults = spec.faults or ToolFaults()
+    body: dict[str, Any] = {"params": params, "read": spec.read_only,
+                            "faults": [faults.rate_limit is not None, faults.transient > 0]}
     if effect is not None:
         body |= {"op": effect.op, "aggregate": effect.aggregate, "group": effect.group_by is not None,
                  "filters": sorted(f.op for f in effect.filters), "sort": effect.sort_by is not None,

@@ -2,8 +2,8 @@
 
 `FairPlanner` acts like an agent that understood the request: it runs the task's program, asking the user for
 each fact it needs, taking every other value from tool results it has seen, confirming before each write and
-retrying transient errors. It never reads the reference solution or the user's facts, so every value in its tool
-calls appeared earlier in the conversation (`synth.rollouts.unseen_values` checks that).
+retrying transient and rate-limit errors. It never reads the reference solution or the user's facts, so every value
+in its tool calls appeared earlier in the conversation (`synth.rollouts.unseen_values` checks that).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from synth.lexicon import words
 from synth.program import Ask, CallRequest, Program, ProgramError, Reply, run
 from synth.stages.tasks import question
 
-TRANSIENT = "temporarily unavailable"
+# How the tools word a failure that a retry of the same call may get past (transient, rate limit).
+RETRYABLE = ("temporarily unavailable", "rate limit exceeded")
 
 
 def _fact(text: str, key: str) -> str | None:
@@ -85,7 +86,7 @@ class FairPlanner:
             except json.JSONDecodeError:
                 result = content
             if isinstance(result, dict) and "error" in result:
-                if TRANSIENT in str(result["error"]) and self.tries < self.retries:
+                if any(m in str(result["error"]) for m in RETRYABLE) and self.tries < self.retries:
                     self.tries += 1
                     return format_tool_call(self.request.tool, self.request.arguments)
                 self.waiting = "done"

@@ -16,6 +16,7 @@ from envgym.protocol import format_tool_call
 from envgym.registry import find_env_dir
 from envgym.users import STOP
 from envgym.world.spec import ToolCall
+from envgym.world.tools import RETRYABLE
 
 
 class Policy(Protocol):
@@ -30,8 +31,9 @@ class OraclePolicy:
     """Replays the task's reference solution one call per turn, keeping the world's policy rules, then says the
     reference final reply (`envgym.play.scripted`): where the rules want it, it asks the user before each write.
 
-    It reads the hidden task, so it is for tests and for proving tasks solvable, never for evaluation.
-    `authenticate=False` and `confirm=False` make the skip-authentication and skip-confirmation controls.
+    A call that failed transiently or by a rate limit (`RETRYABLE`) is made again. It reads the hidden task, so it
+    is for tests and for proving tasks solvable, never for evaluation. `authenticate=False` and `confirm=False`
+    make the skip-authentication and skip-confirmation controls.
     """
 
     def __init__(self, data: EnvironmentData | None = None, *, authenticate: bool = True, confirm: bool = True):
@@ -39,6 +41,7 @@ class OraclePolicy:
         self.authenticate = authenticate
         self.confirm = confirm
         self._scripts: dict[tuple[str, str], list[str]] = {}  # the script depends on the task only
+        self._retries = 0  # turns of this episode that repeated a failed call
 
     def _data(self, info: dict[str, Any]) -> EnvironmentData:
         return self.data or load_environment(str(find_env_dir(info["env_name"])))
@@ -50,7 +53,12 @@ class OraclePolicy:
             self._scripts[key] = scripted_turns(data.world, data.task(info["task_id"]),
                                                 authenticate=self.authenticate, confirm=self.confirm)
         turns = self._scripts[key]
-        turn = _turns_taken(info)
+        if len(info["messages"]) <= 2:  # a new episode
+            self._retries = 0
+        turn = _turns_taken(info) - self._retries
+        if 0 < turn <= len(turns) and RETRYABLE & set(info.get("tool_errors") or ()):
+            self._retries += 1
+            return turns[turn - 1]
         return turns[turn] if turn < len(turns) else f"Goodbye. {STOP}"
 
 

@@ -117,6 +117,18 @@ class Effect(_Model):
     check_refs: bool = Field(False, description="create: every reference argument must name an existing record.")
 
 
+class ToolFaults(_Model):
+    """A tool's failure modes, played by the env in episodes (never by replays or checks). A failed call changes
+    nothing and may be retried as it was; the call right after a failed one of the same tool always goes through."""
+
+    transient: float = Field(
+        0.0, ge=0.0, le=1.0, description="Chance a call fails transiently (drawn from the episode's seeded rng)."
+    )
+    rate_limit: int | None = Field(
+        None, ge=1, description="Calls that go through before the next one is refused as rate limited."
+    )
+
+
 class ToolSpec(_Model):
     """A tool the agent may call: JSON Schema parameters and either an effect or a Python implementation."""
 
@@ -136,6 +148,7 @@ class ToolSpec(_Model):
     source: dict[str, Any] | None = Field(
         None, description="Where an imported tool came from (e.g. an MCP server)."
     )
+    faults: ToolFaults | None = Field(None, description="Failure modes the env plays (rate limit, transient).")
 
     @model_validator(mode="after")
     def _one_implementation(self) -> ToolSpec:

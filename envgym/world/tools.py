@@ -34,7 +34,8 @@ class ToolErrorKind(StrEnum):
     PARSE_ERROR = "parse_error"  # the action held a tool call that could not be read at all
     PRECONDITION = "precondition"
     NOT_FOUND = "not_found"
-    TRANSIENT = "transient"  # an injected failure (`failure_rate`): retrying may work
+    TRANSIENT = "transient"  # an injected failure (`failure_rate`, `ToolFaults.transient`): retrying may work
+    RATE_LIMITED = "rate_limited"  # refused by the tool's rate limit (`ToolFaults.rate_limit`): retrying works
     TOOL_ERROR = "tool_error"  # a Python tool raised ToolError: a controlled failure
     TOOL_CRASHED = "tool_crashed"  # a Python tool raised anything else: a bug or a broken resource
     GUARD_DENIED = "guard_denied"  # the guard held the call and confirmation was refused
@@ -54,6 +55,38 @@ class ToolResult:
 
     def payload(self) -> Any:
         return self.value if self.ok else {"error": self.error}
+
+
+RETRYABLE = frozenset({ToolErrorKind.TRANSIENT, ToolErrorKind.RATE_LIMITED})
+
+
+class FaultLedger:
+    """One episode's account of each tool's calls, which plays the tools' failure modes (`ToolSpec.faults`)
+    deterministically: transient failures draw from the episode's seeded rng, the rate limit counts the calls that
+    went through since its last refusal. The call right after a failed one always goes through."""
+
+    def __init__(self) -> None:
+        self._through: dict[str, int] = {}  # calls that went through since the tool's last rate-limit refusal
+        self._failed: set[str] = set()  # tools whose last call failed by a fault
+
+    def fault(self, tool: ToolSpec, rng: random.Random) -> ToolResult | None:
+        """The failure of this call of `tool`, or None when it goes through."""
+        faults, name = tool.faults, tool.name
+        if faults is None:
+            return None
+        if name in self._failed:
+            self._failed.discard(name)
+        elif faults.transient and rng.random() < faults.transient:
+            self._failed.add(name)
+            return ToolResult(False, error=f"{name}: service temporarily unavailable, please retry",
+                              error_kind=ToolErrorKind.TRANSIENT)
+        elif faults.rate_limit is not None and self._through.get(name, 0) >= faults.rate_limit:
+            self._through[name] = 0
+            self._failed.add(name)
+            return ToolResult(False, error=f"{name}: rate limit exceeded after {faults.rate_limit} calls, retry "
+                              "the call", error_kind=ToolErrorKind.RATE_LIMITED)
+        self._through[name] = self._through.get(name, 0) + 1
+        return None
 
 
 def _arg(value: Any, args: dict[str, Any]) -> Any:
@@ -254,8 +287,10 @@ class ToolExecutor:
         args: Any,
         rng: random.Random | None = None,
         failure_rate: float = 0.0,
+        faults: FaultLedger | None = None,
     ) -> ToolResult:
-        """Validate and run one call. Never raises for bad input; returns an error result that names the problem."""
+        """Validate and run one call. Never raises for bad input; returns an error result that names the problem.
+        With `rng`, a call may fail transiently (`failure_rate`); with `faults` too, by the tool's failure modes."""
         tool = self.tools.get(name)
         if tool is None:
             return ToolResult(
@@ -276,6 +311,8 @@ class ToolExecutor:
             return ToolResult(
                 False, error=f"{name}: service temporarily unavailable, please retry", error_kind=ToolErrorKind.TRANSIENT
             )
+        if faults is not None and rng is not None and (failed := faults.fault(tool, rng)) is not None:
+            return failed
         if tool.effect is not None:
             result = _run_effect(tool.effect, state, args, self.world)
             if result.ok and tool.effect.op == "create":

@@ -2,20 +2,23 @@
 
 A witness record of the tool's entity supplies valid arguments. Checks: the schema compiles, the name is unique, a
 valid call succeeds, a read leaves the state unchanged, a write changes its own entity and nothing else, missing
-arguments are rejected, an unknown id gives not_found, and each precondition (state machine, permission) fires on a
-record that violates it, leaving the state unchanged.
+arguments are rejected, an unknown id gives not_found, each precondition (state machine, permission) fires on a
+record that violates it, leaving the state unchanged, and each failure mode the env plays (rate limit, transient)
+fires on repeated valid calls, changes nothing, and lets the retry through.
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from envgym.world.spec import Effect, ToolSpec, WorldSpec
 from envgym.world.state import Record, WorldState
-from envgym.world.tools import ToolExecutor, _arg, compare
+from envgym.world.tools import RETRYABLE, FaultLedger, ToolErrorKind, ToolExecutor, _arg, compare
 from envgym.world.validate import SchemaError, compile_validator
 
 MISSING_ID = "ZZ-NO-SUCH-ID-999"
+FAULT_TRIALS = 400  # at most this many valid calls to see each failure mode fire (a 0.2 share misses: < 1e-12)
 
 
 def _holds(effect: Effect, record: Record, args: dict[str, Any]) -> bool:
@@ -109,9 +112,33 @@ def check_tool(world: WorldSpec, state: WorldState, executor: ToolExecutor, tool
         if bad is not None:
             outcome = executor.execute(state, tool.name, bad[0])
             checks["precondition_fires"] = outcome.error_kind == "precondition" and state.hash() == before
+    if tool.faults is not None:
+        checks["faults_fire"] = faults_fire(executor, state, tool, args)
     if state.hash() != before:
         raise ToolBrokeState(tool.name)
     return checks
+
+
+def faults_fire(executor: ToolExecutor, state: WorldState, tool: ToolSpec, args: dict[str, Any]) -> bool:
+    """Valid calls, each on a fresh copy of `state`, through one episode's ledger: every declared failure mode
+    fires, a failed call changes nothing, and the call after it goes through."""
+    assert tool.faults is not None
+    wanted = {ToolErrorKind.RATE_LIMITED} if tool.faults.rate_limit is not None else set()
+    wanted |= {ToolErrorKind.TRANSIENT} if tool.faults.transient else set()
+    ledger, rng, seen, failed = FaultLedger(), random.Random(tool.name), set(), False
+    for _ in range(FAULT_TRIALS):
+        fixture = state.copy()
+        result = executor.execute(fixture, tool.name, args, rng, 0.0, ledger)
+        if result.error_kind in RETRYABLE:
+            if failed or fixture.diff(state):
+                return False
+            seen.add(result.error_kind)
+        elif not result.ok:
+            return False
+        failed = not result.ok
+        if seen == wanted and not failed:
+            return True
+    return False
 
 
 class ToolBrokeState(Exception):

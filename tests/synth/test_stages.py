@@ -11,14 +11,19 @@ from pathlib import Path
 
 import pytest
 
+from envgym.env import ToolWorldEnv
 from envgym.llm import CachedChatModel, CacheMissError, ScriptedChatModel
-from envgym.loader import load_environment
+from envgym.loader import build_environment, load_environment
+from envgym.play.episode import run_episode
+from envgym.play.policies import OraclePolicy
 from envgym.registry import env_dirs
-from envgym.world.spec import Effect, ToolSpec, WorldSpec
+from envgym.world.spec import Effect, ToolFaults, ToolSpec, WorldSpec
 from envgym.world.state import generate_state
 from synth.difficulty import append_constraint, curriculum
 from synth.lexicon import a, past, plural
 from synth.phrasing import mask
+from synth.planner import FairPlanner
+from synth.program import Program
 from synth.rollouts import export_sft, rollout, unseen_values
 from synth.stages.domains import OPERATORS, select_domains
 from synth.stages.toolcheck import validate_tools
@@ -70,8 +75,10 @@ def test_tool_operators_and_mutations_are_all_exercised_over_forty_domains() -> 
     operators = {r.operator for r in records}
     assert {"authenticate", "get", "join", "search", "create", "update", "transition", "bulk_transition",
             "aggregate_count", "aggregate_sum", "aggregate_min", "aggregate_max"} <= operators
-    assert {"optional_filter", "nested_args", "required_field", "permission"} <= {m for r in records
-                                                                                 for m in r.mutations}
+    assert {"optional_filter", "nested_args", "required_field", "permission", "rate_limit", "transient"} <= {
+        m for r in records for m in r.mutations}
+    faulty = [r for r in records if {"rate_limit", "transient"} & set(r.mutations)]
+    assert all(r.checks["faults_fire"] for r in faulty if r.valid)
     assert sum(r.valid for r in records) / len(records) > 0.95
 
 
@@ -191,3 +198,20 @@ def test_stats_cli_prints_diversity_and_rejections(small_suite: Path) -> None:
     assert sum(stats["tool_calls_per_task"].values()) == stats["tasks"]
     assert stats["tasks_rejected_by"]["sampled"] >= stats["tasks"]
     assert 0 <= stats["instruction_near_duplicate_rate"] < 1
+
+
+def test_oracle_and_fair_planner_retry_every_failure_mode_and_still_score_one(small_suite: Path) -> None:
+    errors: list[str] = []
+    for folder in env_dirs(small_suite):
+        data = load_environment(str(folder.resolve()))
+        faults = ToolFaults(transient=0.3, rate_limit=1)
+        world = data.world.model_copy(update={"tools": [t.model_copy(update={"faults": faults})
+                                                        for t in data.world.tools]})
+        faulty = build_environment(world, data.tasks)
+        env = ToolWorldEnv(data=faulty, guard=False, tool_rewards=False)
+        for task in faulty.tasks:
+            for policy in (OraclePolicy(faulty), FairPlanner(Program.model_validate(task.meta["program"]))):
+                trajectory = run_episode(env, policy, seed=0, options={"task_id": task.id})
+                assert trajectory.reward == 1.0, (task.id, type(policy).__name__, trajectory.reward_components)
+                errors += trajectory.tool_errors
+    assert {"transient", "rate_limited"} <= set(errors)
