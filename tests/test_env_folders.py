@@ -31,18 +31,12 @@ def test_every_bundled_folder_has_the_same_shape(folder: Path) -> None:
     assert "tools" in readme and "task" in readme and "grad" in readme  # what it is, its tools, tasks, grading
 
 
-# The one exception, named so it cannot grow unseen: workspace types its answers with the rubric's
-# `infer_answer` (envgym.rewards.answers), which has not moved down into envgym.world yet.
-GENERATOR_EXCEPTIONS = {"workspace": {"envgym.rewards.answers"}}
-
-
 @pytest.mark.parametrize("folder", [p for p in BUNDLED if (p / "generate.py").exists()], ids=lambda p: p.name)
 def test_generators_use_only_the_public_world_api(folder: Path) -> None:
     tree = ast.parse((folder / "generate.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    allowed = {"envgym.world"} | GENERATOR_EXCEPTIONS.get(folder.name, set())
-    assert {m for m in imported if m.split(".")[0] == "envgym"} <= allowed
+    assert {m for m in imported if m.split(".")[0] == "envgym"} <= {"envgym.world"}
 
 
 TOOL = "  - name: hello\n    description: d\n    python: {ref}\n"

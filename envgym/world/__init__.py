@@ -15,6 +15,7 @@ from envgym.world.spec import (
 )
 from envgym.world.state import WorldState, generate_state, next_key
 from envgym.world.tools import ToolError, ToolExecutor, ToolResult
+from envgym.world.values import infer_answer
 
 __all__ = [
     "REQUIRED_FILES",
@@ -32,6 +33,7 @@ __all__ = [
     "WorldSpec",
     "WorldState",
     "generate_state",
+    "infer_answer",
     "load_module",
     "load_tasks",
     "load_world",

@@ -15,8 +15,7 @@ from typing import Any
 
 import yaml
 
-from envgym.rewards.answers import infer_answer
-from envgym.world import Answer, Assertion, LoadedEnvironment, TaskSpec, ToolCall
+from envgym.world import Answer, Assertion, LoadedEnvironment, TaskSpec, ToolCall, infer_answer
 
 SEED = 2024
 INTERNAL = "bluesparrowtech.com"
