@@ -3,8 +3,9 @@
 The pipeline derives and executes every tool, composes and solves every task program, and verifies each task with
 real episodes: the oracle, the fair planner and six negative controls. Reported next to tasks per minute: tools,
 distinct masked tool signatures and their growth with the number of domains, distinct task program shapes, the
-near-duplicate rate of instructions, counts per operator and the rejections by each control (`synth.stats`). With
-`--check`, every env also passes check_env through gym.make. Baseline: replaying every reference solution once.
+near-duplicate rate of instructions, counts per operator and the rejections by each control (`synth.stats`), also
+written to synth_stats.md and signature_curve.png beside the suite. With `--check`, every env also passes check_env
+through gym.make. Baseline: replaying every reference solution once.
 Run: python benchmarks/synth.py [--domains 20] [--tasks-per-env 24] [--workers 2] [--check] [--out DIR]
 """
 
@@ -28,6 +29,7 @@ from envgym.world.replay import replay_solution
 # Run as a script, this file's folder comes first on sys.path and its name would shadow the `synth` package.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 from synth.pipeline import SynthConfig, run_pipeline  # noqa: E402 (after the sys.path fix)
+from synth.report import write_report  # noqa: E402
 from synth.stats import collect_stats  # noqa: E402
 
 
@@ -80,6 +82,7 @@ def main() -> None:
     if args.check:
         tasks, replay_s = replay_all(out)
         result |= {"replay_only_tasks_per_min": round(tasks / replay_s * 60, 1), **check_all(out)}
+    result["report"] = write_report(stats, out.parent, f"synth benchmark: {args.domains} domains, seed {args.seed}")
     print(json.dumps(result, indent=1))
 
 

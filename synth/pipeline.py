@@ -26,7 +26,7 @@ from synth.stages.tasks import paraphrased, stage_tasks
 from synth.stages.tools import stage_tools
 from synth.stages.verify import rejected_by, verify_tasks
 from synth.stages.worlds import domain_world
-from synth.store import StageStore
+from synth.store import StageStore, in_order
 from synth.taxonomy import builtin_taxonomy
 
 SYNTH_DIR = "_synth"
@@ -132,12 +132,11 @@ def run_pipeline(config: SynthConfig, out: str | Path, advance: Advance | None =
     for record in sorted(tasks, key=lambda r: (r.env, r.order)):
         if record.keep:
             kept.setdefault(record.env, []).append(record)
-    for d in domains:
-        if d.name in kept:
-            write_env(out, d, by_domain[d.name], [TaskSpec.model_validate(t.task) for t in kept[d.name]],
-                      config.max_steps)
+    writes = [partial(write_env, out, d, by_domain[d.name], [TaskSpec.model_validate(t.task) for t in kept[d.name]],
+                      config.max_steps) for d in domains if d.name in kept]
+    for _ in in_order(writes, workers):
         if advance:
-            advance("environments", len(domains))
+            advance("environments", len(writes))
     summary = summarize(domains, tools, tasks, len(kept))
     (stages / "summary.json").write_text(json.dumps(summary, sort_keys=True, indent=1) + "\n")
     return {"out": str(out), **summary}

@@ -35,11 +35,15 @@ def _rejections(root: Path) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def curve_marks(n: int) -> list[int]:
+    """Where the signature curve is sampled: 10, 20, 50, 100, then every 200 domains, and at the end."""
+    return sorted({m for m in (10, 20, 50, 100, *range(200, n + 1, 200)) if m <= n} | {n})
+
+
 def _curve(signatures: list[tuple[int, set[str]]]) -> dict[str, int]:
     """Distinct signatures among the first n domains, for growing n."""
     ordered = sorted(signatures, key=lambda x: x[0])
-    marks = sorted({n for n in (10, 20, 50, 100, 200, 500, 1000, 1500, 2000, 5000) if n <= len(ordered)}
-                   | {len(ordered)})
+    marks = set(curve_marks(len(ordered)))
     out, seen = {}, set()
     for i, (_, sigs) in enumerate(ordered, start=1):
         seen |= sigs

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from synth.seeds import canonical_json, content_id
+
+T = TypeVar("T")
 
 
 def with_id(record: dict[str, Any]) -> dict[str, Any]:
@@ -46,20 +48,19 @@ def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
-def _call(make: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def _call(make: Callable[[], T]) -> T:
     return make()
 
 
-def _results(todo: list[tuple[str, Callable[[], list[dict[str, Any]]]]], workers: int) -> Iterator[
-        list[dict[str, Any]]]:
-    """Each unit's records, in unit order; computed lazily here or in a pool of forked workers."""
-    if workers <= 1 or len(todo) < 2:
-        yield from (make() for _, make in todo)
+def in_order(makes: Sequence[Callable[[], T]], workers: int) -> Iterator[T]:
+    """Each call's result, in order; computed lazily here or in a pool of forked workers."""
+    if workers <= 1 or len(makes) < 2:
+        yield from (make() for make in makes)
         return
     import multiprocessing
 
     with multiprocessing.get_context("fork").Pool(workers) as pool:
-        yield from pool.imap(_call, [make for _, make in todo], chunksize=1)
+        yield from pool.imap(_call, makes, chunksize=1)
 
 
 class StageStore:
@@ -96,7 +97,7 @@ class StageStore:
         done = [r for r in lines if r["unit"] in finished]
         write_jsonl(self.partial, done)
         todo = [(key, make) for key, make in units if key not in finished]
-        results = _results(todo, workers)
+        results = in_order([make for _, make in todo], workers)
         with self.partial.open("a") as sink:
             for key, _ in units:
                 if key not in finished:

@@ -181,9 +181,20 @@ def cmd_judge(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    from synth.report import write_report
     from synth.stats import collect_stats
 
-    _print(collect_stats(args.dir), args.json, f"synth stats {args.dir}")
+    if not Path(args.dir).is_dir():
+        raise CliError(f"{args.dir}: no such folder of synthesized environments")
+    stats = collect_stats(args.dir)
+    if args.report:
+        stats["report"] = write_report(stats, args.report, f"synth stats {args.dir}")
+    _print(stats, args.json, f"synth stats {args.dir}")
+    if not args.json:
+        curve = Table("domains", "distinct tool signatures", title="signatures by number of domains")
+        for n, v in stats["signature_curve"].items():
+            curve.add_row(n, str(v))
+        Console().print(curve)
     return 0
 
 
@@ -276,5 +287,7 @@ def register(sub: Any) -> None:
 
     p = synth.add_parser("stats", help="counts and diversity of a folder of synthesized environments")
     p.add_argument("dir")
+    p.add_argument("--report", default=None, metavar="DIR",
+                   help="also write synth_stats.md, synth_stats.json and signature_curve.png into DIR")
     add_json_flag(p)
     p.set_defaults(func=cmd_stats)

@@ -28,7 +28,7 @@ from synth.rollouts import export_sft, rollout, unseen_values
 from synth.stages.domains import OPERATORS, select_domains
 from synth.stages.toolcheck import validate_tools
 from synth.stages.tools import stage_tools, tool_world
-from synth.stats import near_duplicate_rate
+from synth.stats import curve_marks, near_duplicate_rate
 from synth.taxonomy import builtin_taxonomy
 
 BAD_ARTICLE = re.compile(r"\ba ([aeiou]\w*)", re.IGNORECASE)
@@ -183,16 +183,25 @@ def test_llm_paraphrases_replay_offline_byte_for_byte(tmp_path: Path) -> None:
         run_pipeline(config.model_copy(update={"seed": 6}), tmp_path / "miss", model=replayed)
 
 
+def test_the_signature_curve_is_sampled_every_two_hundred_domains() -> None:
+    assert curve_marks(2000) == [10, 20, 50, 100, *range(200, 2001, 200)]
+    assert curve_marks(30) == [10, 20, 30]
+
+
 def test_near_duplicates_are_counted_after_masking_names_and_numbers() -> None:
     assert mask("You are Ada Okafor. Change OR0012 to 5 on 2025-03-04.") == \
         "<name> are <name>. <name> <id> to <num> on <date>."
     assert near_duplicate_rate(["You are Ada. Set 5.", "You are Bo. Set 7.", "Cancel it."]) == round(1 / 3, 4)
 
 
-def test_stats_cli_prints_diversity_and_rejections(small_suite: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "envgym.cli", "synth", "stats", str(small_suite), "--json"],
+def test_stats_cli_prints_diversity_and_rejections(small_suite: Path, tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "envgym.cli", "synth", "stats", str(small_suite), "--json",
+                          "--report", str(tmp_path)],
                          capture_output=True, text=True, check=True, cwd=Path(__file__).parents[2])
     stats = json.loads(out.stdout)
+    assert stats["signature_curve"]["3"] == stats["distinct_tool_signatures"]
+    assert "| 3 | " in (tmp_path / "synth_stats.md").read_text()
+    assert (tmp_path / "signature_curve.png").read_bytes().startswith(b"\x89PNG")
     assert stats["environments"] == 3 and stats["tasks"] > 0
     assert stats["distinct_tool_signatures"] > 10 and stats["task_program_shapes"] > 5
     assert sum(stats["tool_calls_per_task"].values()) == stats["tasks"]
