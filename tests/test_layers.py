@@ -16,9 +16,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("envgym.rewards", "envgym.guard", "envgym.users", "envgym.loader"),
     ("envgym.env",),
     ("envgym.play",),
-    ("envgym.sandbox", "envgym.remote", "envgym.sandboxed", "envgym.serve", "envgym.train", "envgym.deploy", "envgym.k8s_render",
-     "envgym.integrations",
-     "synth"),
+    ("envgym.sandbox", "envgym.remote", "envgym.sandboxed", "envgym.serve", "envgym.train", "envgym.optimize",
+     "envgym.deploy", "envgym.k8s_render", "envgym.integrations", "synth"),
     ("envgym.cli",),
 ]
 
