@@ -74,7 +74,8 @@ def chart(result: OptimizeResult, path: Path) -> None:
     left.bar(ids, [mean_score(result.scores, c, result.train) for c in ids],
              color=["tab:green" if c in result.front else "tab:gray" for c in ids])
     left.set(ylim=(0, 1.05), ylabel="mean train reward", title="candidates (green: Pareto front)")
-    rates, errors = [], [[], []]
+    rates: list[float] = []
+    errors: list[list[float]] = [[], []]
     for flags in (result.heldout_before, result.heldout_after):
         rate = sum(flags) / len(flags) if flags else 0.0
         low, high = wilson(sum(flags), len(flags))
