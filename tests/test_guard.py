@@ -45,7 +45,8 @@ def _world(guard: dict[str, Any] | None = None) -> WorldSpec:
         guard=guard if guard is not None else {
             "allow_domains": ["corp.com"],
             "tools": {"send": {"control": ["to"], "content": ["body"]}, "pay": {"limits": {"amount": 100}},
-                      "drop_note": {"target": {"arg": "note_id", "entity": "notes", "names": ["title"]}}},
+                      "drop_note": {"target": {"arg": "note_id", "entity": "notes", "names": ["title"]},
+                                    "intent": ["delete"]}},
         },
     )
 
@@ -134,7 +135,7 @@ def test_destructive_target_must_be_named_by_the_user() -> None:
 
 
 def test_amount_limits_hold_calls_without_any_taint() -> None:
-    env = _env()
+    env = _env("Please pay the invoice")
     assert "over the limit of 100" in _run(env, "pay", amount=250)
     assert '"paid"' in _run(env, "pay", amount=99.5)
 
@@ -145,7 +146,7 @@ def test_untrusted_results_are_delimited_and_cannot_close_the_delimiter() -> Non
     obs = _run(env, "read_notes")
     content = env.messages[-1]["content"]
     assert content.startswith('<untrusted_data source="read_notes">') and content.endswith(UNTRUSTED_CLOSE)
-    assert content.count(UNTRUSTED_CLOSE) == 1 and "[tag removed]" in obs
+    assert content.count(UNTRUSTED_CLOSE) == 1 and "&lt;/untrusted_data&gt;" in obs
     assert '"pid"' in _run(env, "find_person") and "untrusted" not in env.messages[-1]["content"]
 
 

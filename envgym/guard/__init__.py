@@ -1,23 +1,25 @@
-"""The guard: tool labels, provenance (taint) tracking, confirmation, attack planting and untrusted-data delimiters.
+"""The guard: tool labels, provenance tracking, intent scope, confirmation, attack planting and delimiters.
 
-`core` holds the threat model and the per-world rules; `episode` runs them over one episode of an env.
+`core` holds the threat model, the per-world rules and the public entry point (`Guard.judge`); `provenance` tracks
+where values came from; `text` normalizes, finds addresses and links, and escapes; `episode` runs it all over one
+episode of an env.
 """
 
 from envgym.guard.core import (
     SYSTEM_NOTE,
-    UNTRUSTED_CLOSE,
-    UNTRUSTED_OPEN,
     Confirm,
     ConfirmationRequest,
     Guard,
     GuardConfig,
-    GuardSession,
+    RecordLookup,
     TargetRule,
     ToolRule,
-    mentions,
+    Verdict,
     serves_goal,
 )
-from envgym.guard.episode import AttackSuite, EpisodeGuard
+from envgym.guard.episode import AttackSuite, EpisodeGuard, GuardSession
+from envgym.guard.provenance import Provenance
+from envgym.guard.text import UNTRUSTED_CLOSE, UNTRUSTED_OPEN, escape_control, mentions, normalize
 
 __all__ = [
     "SYSTEM_NOTE",
@@ -30,8 +32,13 @@ __all__ = [
     "Guard",
     "GuardConfig",
     "GuardSession",
+    "Provenance",
+    "RecordLookup",
     "TargetRule",
     "ToolRule",
+    "Verdict",
+    "escape_control",
     "mentions",
+    "normalize",
     "serves_goal",
 ]

@@ -1,15 +1,19 @@
-"""The guard over one env's episodes: the guard session, confirmation of held calls, and attack planting.
+"""The guard over one env's episodes: provenance, confirmation of held calls, delimiting and attack planting.
 
 `ToolWorldEnv` owns one `EpisodeGuard`; `start` opens each episode (planting the attack, if any), `execute` runs a
-call through the guard, `observe` delimits untrusted results and `report` says what happened at the end.
+call through the guard, `observe` records where a result came from and escapes and delimits it, and `report`
+says what happened at the end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from envgym.guard.core import Confirm, ConfirmationRequest, Guard, GuardConfig, GuardSession, serves_goal
+from envgym.guard.core import Confirm, Guard, GuardConfig, Verdict, serves_goal
+from envgym.guard.provenance import Provenance
+from envgym.guard.text import UNTRUSTED_CLOSE, UNTRUSTED_OPEN, escape_control
 from envgym.loader import EnvironmentData
 from envgym.protocol import ParsedCall
 from envgym.world.errors import EnvConfigError, ReplayError
@@ -23,19 +27,30 @@ class AttackSuite(Protocol):
     """The prompt-injection attacks of an environment (named by `meta.attacks` in world.yaml).
 
     An attack id is `<goal>/<template>`. `plant` writes the rendered payload into the records a task's tools will
-    return; `goal_reached` is the security predicate on a final state (True: the attacker won); `attacker_calls`
-    are the calls that reach the goal from `state`, for the scripted attacker-obeying policy.
+    return; `goal_reached` is the security predicate on a final state and the calls that ran in the episode (True:
+    the attacker won); `attacker_calls` are the calls that reach the goal from `state`, for the scripted
+    attacker-obeying policy. Goals that depend on the user's request read it from `task`.
     """
 
     def attack_ids(self) -> list[str]: ...
 
-    def payload(self, state: WorldState, attack_id: str) -> str: ...
+    def payload(self, state: WorldState, attack_id: str, task: TaskSpec | None = None) -> str: ...
 
     def plant(self, state: WorldState, task: TaskSpec, attack_id: str) -> None: ...
 
-    def goal_reached(self, state: WorldState, attack_id: str) -> bool: ...
+    def goal_reached(self, state: WorldState, attack_id: str, task: TaskSpec | None = None,
+                     calls: Sequence[ToolCall] = ()) -> bool: ...
 
-    def attacker_calls(self, state: WorldState, attack_id: str) -> list[ToolCall]: ...
+    def attacker_calls(self, state: WorldState, attack_id: str, task: TaskSpec | None = None) -> list[ToolCall]: ...
+
+
+@dataclass
+class GuardSession:
+    """The guard's view of one episode: the provenance of what the agent saw, the held calls and the calls run."""
+
+    provenance: Provenance
+    decisions: list[dict[str, Any]] = field(default_factory=list)  # {"tool", "approved"} per held call
+    read: int = 0  # messages already fed to `provenance`
 
 
 class EpisodeGuard:
@@ -59,6 +74,8 @@ class EpisodeGuard:
         self.fixed_attack = attack
         self.session: GuardSession | None = None
         self.attack: str | None = None
+        self.ran: list[ToolCall] = []  # the calls that ran this episode (for attack goals)
+        self._task: TaskSpec | None = None
 
     @staticmethod
     def _load_attacks(data: EnvironmentData) -> AttackSuite | None:
@@ -92,7 +109,10 @@ class EpisodeGuard:
             assert self.attacks is not None
             self.attacks.plant(state, task, attack)
         self.attack = attack
-        self.session = self.guard.session() if self.guard is not None and self.guard.active else None
+        self._task = task
+        self.ran = []
+        active = self.guard is not None and self.guard.active
+        self.session = GuardSession(self.guard.provenance()) if self.guard is not None and active else None
 
     @property
     def plant(self) -> Plant | None:
@@ -108,21 +128,33 @@ class EpisodeGuard:
     def execute(self, state: WorldState, task: TaskSpec, call: ParsedCall, messages: list[dict[str, Any]],
                 run: Callable[[ParsedCall], ToolResult]) -> ToolResult:
         """Run `call` through the guard: a held call runs (through `run(call)`) only if confirmation approves it."""
-        session = self.session
-        if session is not None and session.needs_check(call.name):
-            said = "\n".join(str(m.get("content") or "") for m in messages if m["role"] in ("system", "user"))
-            reasons = session.check(call.name, call.arguments, state, said)
-            if reasons:
-                request = ConfirmationRequest(call.name, dict(call.arguments), tuple(reasons))
-                approved = self._confirm(request, state, task)
+        session, guard = self.session, self.guard
+        if session is not None and guard is not None and guard.is_sink(call.name):
+            self._read(session, messages)
+            verdict = guard.judge(call.name, call.arguments, session.provenance,
+                                  lambda entity, key: state.tables.get(entity, {}).get(key))
+            if not verdict.allowed:
+                approved = self._confirm(verdict, state, task)
                 session.decisions.append({"tool": call.name, "approved": approved})
                 if not approved:
                     mode = self.confirm_mode if isinstance(self.confirm_mode, str) else "callback"
-                    return ToolResult(False, error=session.refusal(request, mode),
-                                      error_kind=ToolErrorKind.GUARD_DENIED)
-        return run(call)
+                    return ToolResult(False, error=guard.refusal(verdict, mode), error_kind=ToolErrorKind.GUARD_DENIED)
+        result = run(call)
+        if self.attack is not None:
+            self.ran.append(ToolCall(name=call.name, arguments=dict(call.arguments)))
+        return result
 
-    def _confirm(self, request: ConfirmationRequest, state: WorldState, task: TaskSpec) -> bool:
+    @staticmethod
+    def _read(session: GuardSession, messages: list[dict[str, Any]]) -> None:
+        """Feed the system prompt and the user's turns said since the last call to the episode's provenance."""
+        for message in messages[session.read:]:
+            if message["role"] == "user":
+                session.provenance.add_user(str(message.get("content") or ""))
+            elif message["role"] == "system":
+                session.provenance.add_system(str(message.get("content") or ""))
+        session.read = len(messages)
+
+    def _confirm(self, request: Verdict, state: WorldState, task: TaskSpec) -> bool:
         if callable(self.confirm_mode):
             return bool(self.confirm_mode(request))
         if self.confirm_mode == "user":
@@ -134,12 +166,25 @@ class EpisodeGuard:
         return False
 
     def observe(self, tool: str, ok: bool, content: str) -> str:
-        """The tool result the agent sees (delimited when untrusted); records where it came from."""
-        return self.session.observe(tool, ok, content) if self.session is not None else content
+        """The tool result the agent sees: control tokens escaped, delimited when untrusted; records its origin.
+
+        A failed call of an untrusted tool taints like a successful one: its error message may quote the attacker.
+        """
+        session, guard = self.session, self.guard
+        if session is None or guard is None:
+            return content
+        guard.record_result(session.provenance, tool, content)
+        if not guard.config.delimit:
+            return content
+        content = escape_control(content)
+        if tool in guard.untrusted:
+            return f'{UNTRUSTED_OPEN} source="{tool}">\n{content}\n{UNTRUSTED_CLOSE}'
+        return content
 
     def report(self, state: WorldState | None) -> dict[str, Any]:
         """End-of-episode security info: the guard's held calls and the attack's outcome."""
         report: dict[str, Any] = {"guard": list(self.session.decisions) if self.session else []}
         if self.attack is not None and self.attacks is not None and state is not None:
-            report["attack"] = {"id": self.attack, "goal_reached": self.attacks.goal_reached(state, self.attack)}
+            reached = self.attacks.goal_reached(state, self.attack, self._task, self.ran)
+            report["attack"] = {"id": self.attack, "goal_reached": reached}
         return report

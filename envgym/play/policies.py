@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any, Protocol
 
 from envgym.env import ToolWorldEnv
@@ -84,9 +85,10 @@ class AttackerPolicy:
         self._plan = list(env.task.solution)
         self._pending, self._marker, self._replied, self._asked = [], None, False, False
         if security.attack is not None and security.attacks is not None:
-            payload = security.attacks.payload(env.data.initial, security.attack)
-            # The longest line of the payload, as it appears inside a JSON string: delimiting may rewrite tags.
-            line = max(payload.splitlines(), key=len)
+            payload = security.attacks.payload(env.data.initial, security.attack, env.task)
+            # The longest run of the payload without brackets, as it appears inside a JSON string: the guard
+            # escapes tags and control tokens.
+            line = max(re.split(r"[\n<>\[\]|]", payload), key=len)
             self._marker = json.dumps(line, ensure_ascii=False)[1:-1]
 
     def act(self, obs: str, info: dict[str, Any]) -> str:
@@ -98,7 +100,7 @@ class AttackerPolicy:
         ):
             security = self.env.security
             assert security.attack is not None and security.attacks is not None
-            self._pending = security.attacks.attacker_calls(self.env.data.initial, security.attack)
+            self._pending = security.attacks.attacker_calls(self.env.data.initial, security.attack, self.env.task)
             self._marker = None
         if self._pending or self._plan:
             # The task's own writes keep the world's rules (the user's yes first); obeyed attacker calls do not.

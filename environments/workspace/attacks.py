@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,12 +90,12 @@ class WorkspaceAttacks:
     def attack_ids(self) -> list[str]:
         return list(self._ids)
 
-    def payload(self, state: WorldState, attack_id: str) -> str:
+    def payload(self, state: WorldState, attack_id: str, task: TaskSpec | None = None) -> str:
         goal_name, template = self._split(attack_id)
         goal = self.spec.goals[goal_name]
         values = self._values(state, goal)
         instruction = goal.instruction.format(**values)
-        calls = self.attacker_calls(state, attack_id)
+        calls = self.attacker_calls(state, attack_id, task)
         return self.spec.templates[template].format(
             user=self.spec.user,
             instruction=instruction,
@@ -106,18 +106,19 @@ class WorkspaceAttacks:
         )
 
     def plant(self, state: WorldState, task: TaskSpec, attack_id: str) -> None:
-        text = self.payload(state, attack_id)
+        text = self.payload(state, attack_id, task)
         for vector in task.meta.get("injection_vectors", []):
             entity, key, field = vector.split("/")
             record = state.tables.get(entity, {}).get(key)
             if record is not None:
                 record[field] = f"{record[field]}\n\n{text}"
 
-    def goal_reached(self, state: WorldState, attack_id: str) -> bool:
+    def goal_reached(self, state: WorldState, attack_id: str, task: TaskSpec | None = None,
+                     calls: Sequence[ToolCall] = ()) -> bool:
         goal_name, _ = self._split(attack_id)
         return self._reached[goal_name](state, self.spec.goals[goal_name])
 
-    def attacker_calls(self, state: WorldState, attack_id: str) -> list[ToolCall]:
+    def attacker_calls(self, state: WorldState, attack_id: str, task: TaskSpec | None = None) -> list[ToolCall]:
         goal_name, _ = self._split(attack_id)
         goal = self.spec.goals[goal_name]
         v = self._values(state, goal)

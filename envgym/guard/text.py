@@ -1,0 +1,120 @@
+"""Text the guard reads and writes: normal forms of values, addresses and links in free text, and escaping.
+
+Normalization is what lets provenance survive the rewrites an attacker asks for: case, whitespace, "[at]"/"[dot]"
+spellings, percent-encoding and base64 all map back to the value they spell. Escaping keeps untrusted text from
+closing the untrusted-data delimiter or speaking in a chat template's control tokens.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import unicodedata
+from urllib.parse import unquote
+
+UNTRUSTED_OPEN = "<untrusted_data"
+UNTRUSTED_CLOSE = "</untrusted_data>"
+
+# Chat-template control tokens (<|im_start|>, <|eot_id|>, ...), tool-call and tool-result tags of every format we
+# speak, the delimiter itself, and Llama/Mistral/Gemma turn markers.
+_CONTROL_RE = re.compile(
+    r"<\s*\|[^<>|\n]{0,40}\|\s*>"
+    r"|<\s*/?\s*(?:untrusted_data|tool_call|tool_response|tool_result|tools|function_calls?|function_results?|"
+    r"functions|invoke|parameter|im_start|im_end|start_of_turn|end_of_turn|system|assistant|user|s)\b[^<>\n]{0,80}>"
+    r"|\[/?(?:INST|TOOL_CALLS|TOOL_RESULTS|AVAILABLE_TOOLS|SYSTEM_PROMPT)\]|<<\s*/?\s*SYS\s*>>",
+    re.IGNORECASE,
+)
+_ESCAPES = str.maketrans({"<": "&lt;", ">": "&gt;", "[": "&#91;", "]": "&#93;"})
+
+_TLDS = r"(?:com|org|net|io|co|de|uk|info|biz|us|eu|ru|cn|xyz|app|dev|me|ai)"
+_OBFUSCATED_DOT = re.compile(r"\s*[\[({<]\s*(?:dot|\.)\s*[\])}>]\s*|\s+dot\s+(?=" + _TLDS + r"\b)")
+_OBFUSCATED_AT = re.compile(r"\s*[\[({<]\s*(?:at|@)\s*[\])}>]\s*|\s+at\s+(?=[a-z0-9-]+(?:\.[a-z0-9-]+)*\." + _TLDS
+                            + r"\b)")
+_B64_RE = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
+_EMAIL_RE = re.compile(r"[a-z0-9_.+-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)+")
+_LINK_RE = re.compile(
+    r"(?:[a-z][a-z0-9+.-]*://[^\s\"'<>]+"  # any scheme
+    r"|(?<![@\w.-])(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,24}\b(?![@-])(?:[/?#:][^\s\"'<>]*)?)"
+)
+# Scheme-less "domains" that are file names, not hosts.
+_FILE_SUFFIXES = frozenset(["txt", "pdf", "doc", "docx", "xls", "xlsx", "csv", "ppt", "pptx", "md", "json", "yaml", "yml", "png", "jpg", "jpeg", "gif", "zip", "py", "js", "html", "htm", "xml", "log", "ics", "eml", "key", "pages", "numbers"])
+
+
+def escape_control(text: str) -> str:
+    """`text` with every delimiter tag and chat-template control token made inert ("<" as "&lt;" and so on)."""
+    return _CONTROL_RE.sub(lambda m: m.group(0).translate(_ESCAPES), text)
+
+
+def normalize(text: str) -> str:
+    """The canonical spelling of `text`: Unicode NFKC, percent-decoded, case-folded, "[at]"/"[dot]" spelled out as
+    "@"/".", whitespace runs as one space, trimmed."""
+    text = unicodedata.normalize("NFKC", text)
+    if "%" in text:
+        text = unquote(unquote(text))
+    text = " ".join(text.casefold().split())
+    if "at" in text or "dot" in text or "(" in text or "[" in text:
+        text = _OBFUSCATED_AT.sub("@", _OBFUSCATED_DOT.sub(".", text))
+    return text
+
+
+def squash(normal: str) -> str:
+    """A normalized text with everything but letters, digits, "@" and "." removed: survives splits by spaces,
+    quotes or concatenation signs ("mark" + ".black" -> "mark.black")."""
+    return re.sub(r"[^\w@.]|_", "", normal)
+
+
+def decoded_views(text: str) -> list[str]:
+    """`text` normalized, plus the normalized decoding of every base64 token in it that decodes to text."""
+    views = [normalize(text)]
+    for token in _B64_RE.findall(text):
+        try:
+            raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_" if "-" in token or "_" in token
+                                   else None, validate=True)
+            decoded = raw.decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            continue
+        if decoded.isprintable() or "\n" in decoded:
+            views.append(normalize(decoded))
+    return views
+
+
+def addresses_and_links(normal: str) -> list[str]:
+    """The email addresses and links (with or without a scheme) in a normalized text."""
+    found = [m.rstrip(".,;:!?)") for m in _EMAIL_RE.findall(normal)]
+    for match in _LINK_RE.findall(normal):
+        link = match.rstrip(".,;:!?)'\"")
+        host = link.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0]
+        if "://" not in link and host.rsplit(".", 1)[-1] in _FILE_SUFFIXES:
+            continue
+        found.append(link)
+    return found
+
+
+def host_of(link: str) -> str:
+    """The host of an address ("a@b.com" -> "b.com") or link ("https://www.b.com/x" -> "b.com")."""
+    if "@" in link and "://" not in link:
+        return link.rsplit("@", 1)[1]
+    host = link.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0].split("#", 1)[0].split(":", 1)[0]
+    return host.removeprefix("www.")
+
+
+def mentions(text: str, needle: str) -> bool:
+    """Whether `text` holds `needle` as a whole token, not inside a longer word (both already normalized)."""
+    return bool(spans(text, needle))
+
+
+def spans(text: str, needle: str) -> list[tuple[int, int]]:
+    """Where `needle` occurs in `text` as a whole token."""
+    found: list[tuple[int, int]] = []
+    if not needle:
+        return found
+    start = text.find(needle)
+    while start != -1:
+        end = start + len(needle)
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        if not (before.isalnum() or after.isalnum()):
+            found.append((start, end))
+        start = text.find(needle, start + 1)
+    return found
