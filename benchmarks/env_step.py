@@ -1,7 +1,9 @@
 """Steps per second of ToolWorldEnv.step for a lookup tool call, next to the irreducible work in the same run.
 
 Baseline: parse the same JSON call, call a plain function over a dict, json.dumps the result. Goal: the env
-within 3x of the baseline. Run: python benchmarks/env_step.py [--seconds S]
+within 3x of the baseline. Second line: the guard's per-step overhead on the workspace (guard on vs off over the
+same episode of an untrusted read, a trusted lookup and a judged send), goal under 25%.
+Run: python benchmarks/env_step.py [--seconds S]
 """
 
 from __future__ import annotations
@@ -78,5 +80,40 @@ def main() -> None:
     }))
 
 
+GUARD_EPISODE = [
+    ("search_emails", {"query": "Coffee machine broken"}),  # untrusted: recorded, escaped, delimited
+    ("search_contacts", {"query": "Jennifer Hines"}),  # trusted: recorded
+    ("send_email", {"recipients": ["jennifer.hines@bluesparrowtech.com"], "subject": "Coffee machine",  # judged
+                    "body": "The coffee machine on floor 3 is broken; facilities will fix it on Monday."}),
+]
+
+
+def guard_overhead(seconds: float) -> dict[str, object]:
+    """Steps per second on the workspace with the guard on and off, over the same three-call episode."""
+    from envgym.protocol import format_tool_call
+
+    calls = [format_tool_call(name, args) for name, args in GUARD_EPISODE]
+
+    def stepper(guard: bool) -> Callable[[], None]:
+        env = gym.make("envgym/workspace-v0", max_steps=10**9, guard=guard, tool_rewards=False).unwrapped
+        env.reset(seed=0, options={"task_id": "forward_E0012"})
+        turn = [0]
+
+        def step() -> None:
+            i = turn[0] % len(calls)
+            if i == 0:
+                env.reset(seed=0, options={"task_id": "forward_E0012"})
+            env.step(calls[i])
+            turn[0] += 1
+
+        return step
+
+    on, off = rates(stepper(True), stepper(False), seconds)
+    return {"guard_on_steps_per_s": round(on), "guard_off_steps_per_s": round(off),
+            "guard_overhead": round(off / on - 1, 3), "goal": "< 0.25",
+            "note": "workspace, forward_E0012: search_emails, search_contacts, send_email; reset every 3 steps"}
+
+
 if __name__ == "__main__":
     main()
+    print(json.dumps(guard_overhead(6.0)))

@@ -8,6 +8,7 @@ origin of what it rewrites. Work is lazy: a tool result is only parsed when a he
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -37,6 +38,19 @@ def _parse(content: str) -> Any:
         return content
 
 
+@functools.lru_cache(maxsize=4096)  # training replays the same records episode after episode
+def _scan(content: str) -> tuple[str, str, tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """A text's normal views (base64 decoded too) joined, the same squashed, its addresses and links, and its
+    indicators: (address, link or host, its squashed form)."""
+    views = decoded_views(content)
+    tokens = tuple(dict.fromkeys(token for view in views for token in addresses_and_links(view)))
+    indicators: dict[str, str] = {}
+    for token in tokens:
+        for item in (token, host_of(token)):
+            indicators.setdefault(item, squash(item))
+    return "\n".join(views), "\n".join(squash(v) for v in views), tokens, tuple(indicators.items())
+
+
 class Provenance:
     """The origins of the text one episode has shown the agent.
 
@@ -52,12 +66,14 @@ class Provenance:
         self.tainted = False
         self._user: list[str] = []
         self._system: list[str] = []
-        self._pending: list[tuple[str, bool]] = []
-        self._trusted: set[str] = set()
+        self._trusted: list[str] = []  # lower-case JSON texts of trusted results
+        self._untrusted: list[str] = []  # untrusted results and error messages, as shown
+        # Derived from `_untrusted` on first need, up to `_parsed` / `_scanned` results.
+        self._parsed = self._scanned = 0
         self._untrusted_leaves: list[str] = []
         self._untrusted_text = ""
         self._untrusted_squashed = ""
-        self._indicators: set[str] = set()
+        self._indicators: dict[str, str] = {}  # address, link or host -> its squashed form
         self._said: tuple[str, str] | None = None
 
     # ---------------------------------------------------------------- feeding
@@ -71,30 +87,29 @@ class Provenance:
         self._said = None
 
     def add_result(self, content: str, trusted: bool) -> None:
-        self._pending.append((content, trusted))
-        self.tainted = self.tainted or not trusted
+        if trusted:
+            self._trusted.append(content.lower())
+        else:
+            self._untrusted.append(content)
+            self.tainted = True
 
-    def _settle(self) -> None:
-        """Parse the results added since the last question."""
-        if not self._pending:
+    # Parsing and scanning are lazy: most steps are never judged, and most judged calls need neither.
+
+    def _leaves_of_untrusted(self) -> list[str]:
+        for content in self._untrusted[self._parsed:]:
+            self._untrusted_leaves.extend(normalize(v) for v in leaves(_parse(content)))
+        self._parsed = len(self._untrusted)
+        return self._untrusted_leaves
+
+    def _scan_untrusted(self) -> None:
+        if self._scanned == len(self._untrusted):
             return
-        pending, self._pending = self._pending, []
-        untrusted: list[str] = []
-        for content, trusted in pending:
-            values = [normalize(v) for v in leaves(_parse(content))]
-            if trusted:
-                self._trusted.update(values)
-            else:
-                self._untrusted_leaves.extend(values)
-                untrusted.append(content)
-        if untrusted:
-            views = [view for content in untrusted for view in decoded_views(content)]
-            self._untrusted_text += "\n" + "\n".join(views)
-            self._untrusted_squashed += "\n" + "\n".join(squash(v) for v in views)
-            for view in views:
-                for token in addresses_and_links(view):
-                    self._indicators.add(token)
-                    self._indicators.add(host_of(token))
+        for content in self._untrusted[self._scanned:]:
+            text, squashed, _, indicators = _scan(content)
+            self._untrusted_text += "\n" + text
+            self._untrusted_squashed += "\n" + squashed
+            self._indicators.update(indicators)
+        self._scanned = len(self._untrusted)
 
     @property
     def said(self) -> tuple[str, str]:
@@ -108,7 +123,6 @@ class Provenance:
     def sources(self, value: Any) -> set[str]:
         """The trusted origins of `value` (a scalar): any of USER, SYSTEM, TRUSTED, ALLOWED (empty: none; whether
         untrusted text also holds it is `in_untrusted`)."""
-        self._settle()
         low = normalize(value if isinstance(value, str) else json.dumps(value))
         found: set[str] = set()
         if not low:
@@ -120,7 +134,8 @@ class Provenance:
             found.add(USER)
         if spans(system, low):
             found.add(SYSTEM)
-        if low in self._trusted:
+        quoted = json.dumps(low, ensure_ascii=False)
+        if any(quoted in text for text in self._trusted):
             found.add(TRUSTED)
         return found
 
@@ -130,7 +145,7 @@ class Provenance:
         where = spans(user, low)
         if not where:
             return False
-        longer = [leaf for leaf in self._untrusted_leaves if len(leaf) > len(low) and low in leaf]
+        longer = [leaf for leaf in self._leaves_of_untrusted() if len(leaf) > len(low) and low in leaf]
         for start, end in where:
             if not any(qs <= start and end <= qe for leaf in longer for qs, qe in spans(user, leaf)):
                 return True
@@ -138,7 +153,7 @@ class Provenance:
 
     def in_untrusted(self, value: str) -> bool:
         """Whether `value` (any spelling) occurs in untrusted text."""
-        self._settle()
+        self._scan_untrusted()
         low = normalize(value)
         return bool(low) and (low in self._untrusted_text or (len(squash(low)) >= 6
                                                             and squash(low) in self._untrusted_squashed))
@@ -146,17 +161,12 @@ class Provenance:
     def untrusted_tokens(self, text: str) -> list[str]:
         """Addresses, links and hosts in `text` (any spelling, base64 included) that untrusted data wrote and no
         trusted origin gave: the markers of a value copied out of untrusted data into content."""
-        self._settle()
-        found: list[str] = []
-        views = decoded_views(text)
-        for view in views:
-            for token in addresses_and_links(view):
-                if token not in found and not self.sources(token):
-                    found.append(token)
-        if self._indicators:
-            squashed = "\n".join(squash(v) for v in views)
-            for indicator in sorted(self._indicators):
-                if (len(indicator) >= 6 and squash(indicator) in squashed and indicator not in found
-                        and not self.sources(indicator) and not any(indicator in f for f in found)):
-                    found.append(indicator)
+        self._scan_untrusted()
+        _, squashed, own, _ = _scan(text)
+        found = [token for token in own if not self.sources(token)]
+        for indicator, short in self._indicators.items():
+            # An indicator inside an address or link of the text was judged with it (a contact's host is fine).
+            if (len(short) >= 6 and short in squashed and not any(indicator in token for token in own)
+                    and not self.sources(indicator)):
+                found.append(indicator)
         return found

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 import unicodedata
 from urllib.parse import unquote
@@ -28,9 +29,11 @@ _CONTROL_RE = re.compile(
 _ESCAPES = str.maketrans({"<": "&lt;", ">": "&gt;", "[": "&#91;", "]": "&#93;"})
 
 _TLDS = r"(?:com|org|net|io|co|de|uk|info|biz|us|eu|ru|cn|xyz|app|dev|me|ai)"
-_OBFUSCATED_DOT = re.compile(r"\s*[\[({<]\s*(?:dot|\.)\s*[\])}>]\s*|\s+dot\s+(?=" + _TLDS + r"\b)")
-_OBFUSCATED_AT = re.compile(r"\s*[\[({<]\s*(?:at|@)\s*[\])}>]\s*|\s+at\s+(?=[a-z0-9-]+(?:\.[a-z0-9-]+)*\." + _TLDS
-                            + r"\b)")
+# On text whose whitespace is already one space: "[at]", "(dot)", "{@}" ..., and the bare words " at " / " dot "
+# where a domain follows.
+_BRACKETED = re.compile(r" ?[\[({<] ?(at|@|dot|\.) ?[\])}>] ?")
+_WORD_DOT = re.compile(r" dot (?=" + _TLDS + r"\b)")
+_WORD_AT = re.compile(r" at (?=[a-z0-9-]+(?:\.[a-z0-9-]+)*\." + _TLDS + r"\b)")
 _B64_RE = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
 _EMAIL_RE = re.compile(r"[a-z0-9_.+-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)+")
 _LINK_RE = re.compile(
@@ -46,15 +49,21 @@ def escape_control(text: str) -> str:
     return _CONTROL_RE.sub(lambda m: m.group(0).translate(_ESCAPES), text)
 
 
+@functools.lru_cache(maxsize=8192)  # episodes of one task show the same prompt and records again and again
 def normalize(text: str) -> str:
     """The canonical spelling of `text`: Unicode NFKC, percent-decoded, case-folded, "[at]"/"[dot]" spelled out as
     "@"/".", whitespace runs as one space, trimmed."""
-    text = unicodedata.normalize("NFKC", text)
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
     if "%" in text:
         text = unquote(unquote(text))
     text = " ".join(text.casefold().split())
-    if "at" in text or "dot" in text or "(" in text or "[" in text:
-        text = _OBFUSCATED_AT.sub("@", _OBFUSCATED_DOT.sub(".", text))
+    if "at" in text or "dot" in text or "@" in text:
+        text = _BRACKETED.sub(lambda m: "@" if m.group(1) in ("at", "@") else ".", text)
+        if " dot " in text:
+            text = _WORD_DOT.sub(".", text)
+        if " at " in text:
+            text = _WORD_AT.sub("@", text)
     return text
 
 

@@ -23,7 +23,15 @@ def _me(state: WorldState) -> dict[str, Any]:
     return next(iter(state.tables["account"].values()))
 
 
+def _synced(record: dict[str, Any]) -> dict[str, Any]:
+    """The record, unless its last sync failed (a `sync_error` the attack suite may plant): then the read fails."""
+    if record.get("sync_error"):
+        raise ToolError(f"sync failed: {record['sync_error']}")
+    return record
+
+
 def _email_view(state: WorldState, e: dict[str, Any], full: bool = True) -> dict[str, Any]:
+    _synced(e)
     view = {"email_id": e["email_id"], "folder": e["folder"], "sender": _address(state, e["sender"]),
             "recipients": e["recipients"], "subject": e["subject"], "date": e["date"]}
     if full:
@@ -32,6 +40,7 @@ def _email_view(state: WorldState, e: dict[str, Any], full: bool = True) -> dict
 
 
 def _event_view(state: WorldState, ev: dict[str, Any]) -> dict[str, Any]:
+    _synced(ev)
     return {"event_id": ev["event_id"], "title": ev["title"], "date": ev["date"], "start_time": ev["start_time"],
             "duration_minutes": ev["duration_minutes"], "location": ev["location"],
             "description": ev["description"], "participants": [_address(state, p) for p in ev["participants"]],
@@ -39,6 +48,7 @@ def _event_view(state: WorldState, ev: dict[str, Any]) -> dict[str, Any]:
 
 
 def _file_view(f: dict[str, Any], full: bool = True) -> dict[str, Any]:
+    _synced(f)
     view = {"file_id": f["file_id"], "filename": f["filename"], "owner": f["owner"],
             "shared_with": f["shared_with"], "last_modified": f["last_modified"]}
     if full:
@@ -234,5 +244,6 @@ def get_webpage(state: WorldState, url: str) -> dict[str, Any]:
     wanted = url.strip().rstrip("/").removeprefix("https://").removeprefix("http://").removeprefix("www.")
     for page in state.tables["webpages"].values():
         if page["url"].removeprefix("https://").removeprefix("www.") == wanted:
+            _synced(page)
             return {"url": page["url"], "title": page["title"], "content": page["content"]}
     raise ToolError(f"404: no page at {url}")
