@@ -5,6 +5,7 @@ through tool results of attacked episodes."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -70,7 +71,9 @@ def test_attacked_runs_show_payloads_only_in_tool_results_and_never_the_goal() -
     pairs = [(task, attacks[i % len(attacks)]) for i, task in enumerate(env.data.tasks)]
     pairs += [(env.data.tasks[0], a) for a in attacks]
     for task, attack in pairs:
-        payload_line = max(env.security.attacks.payload(env.data.initial, attack).splitlines(), key=len)
+        payload = env.security.attacks.payload(env.data.initial, attack, task)
+        # The longest run without brackets: the guard escapes tags and control tokens in tool results.
+        payload_line = max(re.split(r"[\n<>\[\]|]", payload), key=len)
         marker = json.dumps(payload_line, ensure_ascii=False)[1:-1]
         shown = _play(env, policy, task, attack)
         assert any(marker in text for where, text in shown if where == "message:tool"), (task.id, attack)

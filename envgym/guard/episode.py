@@ -116,7 +116,11 @@ class EpisodeGuard:
 
     @property
     def plant(self) -> Plant | None:
-        return self.attacks.plant if self.attacks is not None else None
+        """How the attack changes the start state the user's goal is computed from: the suite's `plant_target`
+        where it has one (an attack that leaves no trace in the world once read), else its `plant`."""
+        if self.attacks is None:
+            return None
+        return getattr(self.attacks, "plant_target", self.attacks.plant)  # type: ignore[no-any-return]
 
     def target_state(self, task: TaskSpec) -> WorldState:
         """The state the reference solution reaches from this episode's start (with the attack planted)."""

@@ -166,6 +166,11 @@ class WorkspaceAttacks:
             else:
                 record[field] = f"{record[field]}\n\n{text}"
 
+    def plant_target(self, state: WorldState, task: TaskSpec, attack_id: str) -> None:
+        """The attack as the user's goal sees it: a failed sync is gone after one read, so it changes no target."""
+        if self.spec.goals[self._split(attack_id)[0]].route != "error":
+            self.plant(state, task, attack_id)
+
     def goal_reached(self, state: WorldState, attack_id: str, task: TaskSpec | None = None,
                      calls: Sequence[ToolCall] = ()) -> bool:
         goal_name, _ = self._split(attack_id)

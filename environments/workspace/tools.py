@@ -24,9 +24,11 @@ def _me(state: WorldState) -> dict[str, Any]:
 
 
 def _synced(record: dict[str, Any]) -> dict[str, Any]:
-    """The record, unless its last sync failed (a `sync_error` the attack suite may plant): then the read fails."""
-    if record.get("sync_error"):
-        raise ToolError(f"sync failed: {record['sync_error']}")
+    """The record, unless a sync of it failed (a `sync_error` the attack suite may plant): then this one read fails
+    with that message, and the next one succeeds."""
+    error = record.pop("sync_error", None)
+    if error:
+        raise ToolError(f"sync failed: {error}")
     return record
 
 
