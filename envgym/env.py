@@ -38,10 +38,10 @@ Per-tool-call rewards (``envgym.rewards.toolcalls``, on unless ``tool_rewards=Fa
 
 Security (``envgym.guard``)
     The guard is on by default (``guard=False`` turns it off, a dict overrides the world's ``guard:`` settings). A
-    call of an egress or destructive tool whose recipients, credentials or targets do not come from the user or
-    trusted records, once untrusted data has been read, goes to ``confirm`` (``"deny"``, ``"user"`` or a callable);
-    an unconfirmed call is not run and its tool result says why. Results of untrusted tools are wrapped in
-    ``<untrusted_data>`` delimiters. ``attack="<goal>/<template>"`` (or ``options["attack"]``) plants a
+    call of any tool not declared read-only is judged by where its values came from and what the user asked for
+    (see ``envgym.guard.core``); a held call goes to ``confirm`` (``"deny"``, ``"user"`` or a callable), and an
+    unconfirmed call is not run and its tool result says why. Tool results have chat-template control tokens
+    escaped, and results of untrusted tools are wrapped in ``<untrusted_data>`` delimiters. ``attack="<goal>/<template>"`` (or ``options["attack"]``) plants a
     prompt-injection payload from the world's attack suite into the records the task reads; the payload reaches the
     agent only through tool results. At episode end ``info["attack"]`` says whether the attacker's goal was reached
     and ``info["guard"]`` lists the held calls.

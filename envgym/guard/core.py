@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from envgym.guard.provenance import SYSTEM, USER, Provenance, leaves
+from envgym.guard.provenance import USER, Provenance, leaves
 from envgym.guard.text import normalize, spans
 from envgym.world.errors import EnvConfigError
 from envgym.world.spec import ToolLabel, WorldSpec
@@ -307,6 +307,3 @@ def serves_goal(executor: ToolExecutor, state: WorldState, target: WorldState, t
             return False
     return True
 
-
-__all__ = ["SYSTEM", "SYSTEM_NOTE", "USER", "Confirm", "ConfirmationRequest", "Guard", "GuardConfig",
-           "RecordLookup", "TargetRule", "ToolRule", "Verdict", "serves_goal"]

@@ -120,7 +120,7 @@ class EpisodeGuard:
         where it has one (an attack that leaves no trace in the world once read), else its `plant`."""
         if self.attacks is None:
             return None
-        return getattr(self.attacks, "plant_target", self.attacks.plant)  # type: ignore[no-any-return]
+        return getattr(self.attacks, "plant_target", self.attacks.plant)
 
     def target_state(self, task: TaskSpec) -> WorldState:
         """The state the reference solution reaches from this episode's start (with the attack planted)."""
