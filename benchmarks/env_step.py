@@ -88,8 +88,8 @@ GUARD_EPISODE = [
 ]
 
 
-def guard_overhead(seconds: float) -> dict[str, object]:
-    """Steps per second on the workspace with the guard on and off, over the same three-call episode."""
+def guard_overhead() -> dict[str, object]:
+    """CPU time per step on the workspace with the guard on and off, over the same three-call episode."""
     from envgym.protocol import format_tool_call
 
     calls = [format_tool_call(name, args) for name, args in GUARD_EPISODE]
@@ -108,12 +108,25 @@ def guard_overhead(seconds: float) -> dict[str, object]:
 
         return step
 
-    on, off = rates(stepper(True), stepper(False), seconds)
-    return {"guard_on_steps_per_s": round(on), "guard_off_steps_per_s": round(off),
-            "guard_overhead": round(off / on - 1, 3), "goal": "< 0.25",
-            "note": "workspace, forward_E0012: search_emails, search_contacts, send_email; reset every 3 steps"}
+    on, off = stepper(True), stepper(False)
+    # CPU time, not wall time: the overhead is work the guard adds, and on a shared machine wall-clock windows
+    # mostly measure the neighbours. Best of interleaved rounds, as in `rates`.
+    best_on = best_off = float("inf")
+    for _ in range(10):
+        for fn, which in ((on, "on"), (off, "off")):
+            start = time.process_time()
+            for _ in range(300):
+                fn()
+            per_step = (time.process_time() - start) / 300
+            if which == "on":
+                best_on = min(best_on, per_step)
+            else:
+                best_off = min(best_off, per_step)
+    return {"guard_on_us_per_step": round(best_on * 1e6), "guard_off_us_per_step": round(best_off * 1e6),
+            "guard_overhead": round(best_on / best_off - 1, 3), "goal": "< 0.25",
+            "note": "workspace, forward_E0012: search_emails, search_contacts, send_email; reset every 3 steps; CPU time"}
 
 
 if __name__ == "__main__":
     main()
-    print(json.dumps(guard_overhead(6.0)))
+    print(json.dumps(guard_overhead()))

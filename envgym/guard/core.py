@@ -249,7 +249,7 @@ class Guard:
         control = policy.control if policy.control is not None else tuple(a for a in args if a not in named)
         for arg in (*control, *policy.fetch):
             for value in leaves(args.get(arg)):
-                if not provenance.sources(value):
+                if not provenance.trusted(value):
                     reasons.append(f"argument {arg}={value!r} does not come from the user's request or trusted "
                                    "records")
         for arg in policy.secret:

@@ -124,20 +124,22 @@ class Provenance:
         """The trusted origins of `value` (a scalar): any of USER, SYSTEM, TRUSTED, ALLOWED (empty: none; whether
         untrusted text also holds it is `in_untrusted`)."""
         low = normalize(value if isinstance(value, str) else json.dumps(value))
-        found: set[str] = set()
-        if not low:
-            return found
-        if low in self.allow_recipients or (" " not in low and "." in low and host_of(low) in self.allow_domains):
-            found.add(ALLOWED)
+        return {source for source in SOURCES if low and self._has(source, low)}
+
+    def trusted(self, value: Any) -> bool:
+        """Whether `value` has any trusted origin (`sources`, stopping at the first one found, cheapest first)."""
+        low = normalize(value if isinstance(value, str) else json.dumps(value))
+        return bool(low) and any(self._has(source, low) for source in (ALLOWED, TRUSTED, USER, SYSTEM))
+
+    def _has(self, source: str, low: str) -> bool:
+        if source == ALLOWED:
+            return low in self.allow_recipients or (" " not in low and "." in low
+                                                    and host_of(low) in self.allow_domains)
+        if source == TRUSTED:
+            quoted = f'"{low}"' if '"' not in low and "\\" not in low else json.dumps(low, ensure_ascii=False)
+            return any(quoted in text for text in self._trusted)
         user, system = self.said
-        if self._typed_by_user(user, low):
-            found.add(USER)
-        if spans(system, low):
-            found.add(SYSTEM)
-        quoted = json.dumps(low, ensure_ascii=False)
-        if any(quoted in text for text in self._trusted):
-            found.add(TRUSTED)
-        return found
+        return self._typed_by_user(user, low) if source == USER else bool(spans(system, low))
 
     def _typed_by_user(self, user: str, low: str) -> bool:
         """Whether the user said `low` themselves, not only as part of a longer piece of untrusted data they quoted
@@ -163,10 +165,10 @@ class Provenance:
         trusted origin gave: the markers of a value copied out of untrusted data into content."""
         self._scan_untrusted()
         _, squashed, own, _ = _scan(text)
-        found = [token for token in own if not self.sources(token)]
+        found = [token for token in own if not self.trusted(token)]
         for indicator, short in self._indicators.items():
             # An indicator inside an address or link of the text was judged with it (a contact's host is fine).
             if (len(short) >= 6 and short in squashed and not any(indicator in token for token in own)
-                    and not self.sources(indicator)):
+                    and not self.trusted(indicator)):
                 found.append(indicator)
         return found

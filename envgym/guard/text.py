@@ -18,14 +18,16 @@ UNTRUSTED_OPEN = "<untrusted_data"
 UNTRUSTED_CLOSE = "</untrusted_data>"
 
 # Chat-template control tokens (<|im_start|>, <|eot_id|>, ...), tool-call and tool-result tags of every format we
-# speak, the delimiter itself, and Llama/Mistral/Gemma turn markers.
-_CONTROL_RE = re.compile(
-    r"<\s*\|[^<>|\n]{0,40}\|\s*>"
-    r"|<\s*/?\s*(?:untrusted_data|tool_call|tool_response|tool_result|tools|function_calls?|function_results?|"
-    r"functions|invoke|parameter|im_start|im_end|start_of_turn|end_of_turn|system|assistant|user|s)\b[^<>\n]{0,80}>"
-    r"|\[/?(?:INST|TOOL_CALLS|TOOL_RESULTS|AVAILABLE_TOOLS|SYSTEM_PROMPT)\]|<<\s*/?\s*SYS\s*>>",
+# speak, the delimiter itself, and Llama/Mistral/Gemma turn markers. One leading literal "<" keeps the scan fast.
+_ANGLE_RE = re.compile(
+    r"<(?:\s*\|[^<>|\n]{0,40}\|\s*"
+    r"|\s*/?\s*(?:untrusted_data|tool_call|tool_response|tool_result|tools|function_calls?|function_results?|"
+    r"functions|invoke|parameter|im_start|im_end|start_of_turn|end_of_turn|system|assistant|user|s)\b[^<>\n]{0,80}"
+    r"|<\s*/?\s*SYS\s*)>",
     re.IGNORECASE,
 )
+_SQUARE_TOKENS = ("[INST]", "[/INST]", "[TOOL_CALLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[AVAILABLE_TOOLS]",
+                  "[/AVAILABLE_TOOLS]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]")
 _ESCAPES = str.maketrans({"<": "&lt;", ">": "&gt;", "[": "&#91;", "]": "&#93;"})
 
 _TLDS = r"(?:com|org|net|io|co|de|uk|info|biz|us|eu|ru|cn|xyz|app|dev|me|ai)"
@@ -46,7 +48,13 @@ _FILE_SUFFIXES = frozenset(["txt", "pdf", "doc", "docx", "xls", "xlsx", "csv", "
 
 def escape_control(text: str) -> str:
     """`text` with every delimiter tag and chat-template control token made inert ("<" as "&lt;" and so on)."""
-    return _CONTROL_RE.sub(lambda m: m.group(0).translate(_ESCAPES), text)
+    if "<" in text:
+        text = _ANGLE_RE.sub(lambda m: m.group(0).translate(_ESCAPES), text)
+    if "_" in text or "INST]" in text:
+        for token in _SQUARE_TOKENS:
+            if token in text:
+                text = text.replace(token, token.translate(_ESCAPES))
+    return text
 
 
 @functools.lru_cache(maxsize=8192)  # episodes of one task show the same prompt and records again and again
