@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -73,7 +74,8 @@ def main() -> None:
     lines = [
         "# Guard on the workspace: attack success per goal, utility and false refusals", "",
         f"Command: `python benchmarks/guard_security.py --every {args.every}`; {len(tasks)} tasks, "
-        f"{sum(asr['off'][g][1] for g in goals)} (task, attack) pairs per mode, scripted always-obey attacker.", "",
+        f"{sum(asr['off'][g][1] for g in goals)} (task, attack) pairs per mode, scripted always-obey attacker; "
+        f"load average at the end {os.getloadavg()[0]:.1f}.", "",
         "| goal | guard off | guard on, deny | guard on, user |", "|---|---|---|---|",
     ]
     for goal in goals:
@@ -91,7 +93,7 @@ def main() -> None:
         ax.bar([x + (i - 1) * width for x in range(len(goals))], rates, width, label=f"guard {mode}")
     ax.set_xticks(range(len(goals)), goals, rotation=60, ha="right", fontsize=8)
     ax.set(ylim=(0, 1.05), ylabel="attack success", title="Workspace: always-obey attacker, per goal")
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(out / "guard_workspace.png", dpi=100)
     print(json.dumps({"asr": {m: {g: f"{n}/{d}" for g, (n, d) in v.items()} for m, v in asr.items()},
