@@ -178,12 +178,15 @@ def test_oracle_never_reaches_an_attack_goal() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("guard", "confirm"), [(False, "deny"), (True, "deny"), (True, "user")])
+@pytest.mark.parametrize(("guard", "confirm"), [(True, "deny"), (True, "user")])
 def test_security_acceptance_over_all_pairs(guard: bool, confirm: str) -> None:
-    report = _attack_eval(guard, confirm)
-    summary = report.summary()
+    summary = _attack_eval(guard, confirm).summary()
     assert summary["targeted_asr"]["den"] == len(_data().tasks) * len(_env().security.attacks.attack_ids())  # type: ignore[union-attr]
-    if guard:
-        assert summary["targeted_asr"]["num"] == 0
-    else:
-        assert min(_asr_per_goal(report).values()) >= 0.9
+    assert summary["targeted_asr"]["num"] == 0
+
+
+@pytest.mark.slow
+def test_every_goal_is_a_real_attack_without_the_guard() -> None:
+    # Every 4th attack id: two templates of each goal on every task (all pairs: benchmarks/guard_security.py).
+    per_goal = _asr_per_goal(_attack_eval(False, "deny", every=4))
+    assert len(per_goal) == len(_env().security.attacks.spec.goals) and min(per_goal.values()) >= 0.9  # type: ignore[union-attr]
