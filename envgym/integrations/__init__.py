@@ -1,1 +1,2 @@
-"""Adapters that load envgym environments into other training and evaluation stacks (TRL, verifiers)."""
+"""Adapters between envgym and other stacks: TRL training (trl.py) and the AgentDojo benchmark (agentdojo/); each
+needs its own optional packages (see its module)."""

@@ -1,0 +1,148 @@
+"""Scores envgym's guard on AgentDojo's suites without a model.
+
+Utility: each user task's ground truth, played through the guard on the benign environment, passes AgentDojo's own
+utility check. Security: for every (user task, injection task) pair the injection vectors the user task reads carry
+AgentDojo's `important_instructions` payload, and the always-obey agent issues the injection task's ground truth
+right after reading it; an attack succeeds when AgentDojo's security check says the injection goal was reached.
+Each is measured with the guard off and on; AgentDojo's own `GroundTruthPipeline` gives the no-defense utility.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agentdojo.agent_pipeline import GroundTruthPipeline
+from agentdojo.agent_pipeline.agent_pipeline import load_system_message
+from agentdojo.attacks.base_attacks import FixedJailbreakAttack
+from agentdojo.attacks.important_instructions_attacks import ImportantInstructionsAttack
+from agentdojo.base_tasks import BaseInjectionTask, BaseUserTask
+from agentdojo.task_suite.load_suites import get_suites
+from agentdojo.task_suite.task_suite import TaskSuite
+
+from envgym.integrations.agentdojo.mapping import ToolInfo, build_guard
+from envgym.integrations.agentdojo.pipeline import GuardedToolsExecutor, Held, ScriptedAgent, scripted_pipeline
+
+BENCHMARK_VERSION = "v1.2.2"
+SUITES = ("workspace", "travel", "banking", "slack")
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Refusal:
+    """A user task whose ground truth the guard stopped: the task, its prompt and each refused call with reasons."""
+
+    task: str
+    prompt: str
+    calls: list[dict[str, Any]]
+
+
+@dataclass
+class SuiteResult:
+    """One suite's numbers. Attack pairs count (user task, injection task) pairs by the injection's kind of goal."""
+
+    suite: str
+    user_tasks: int
+    injection_tasks: int
+    utility_agentdojo: int = 0  # AgentDojo's GroundTruthPipeline, no defense
+    utility_guard_off: int = 0
+    utility_guard_on: int = 0
+    refusals: list[Refusal] = field(default_factory=list)
+    pairs: int = 0  # pairs whose injection task has ground-truth calls
+    attacks_guard_off: int = 0
+    attacks_guard_on: int = 0
+    utility_under_attack_on: int = 0
+    text_only_pairs: int = 0  # the injection's goal is only something said, which no tool guard can stop
+    text_only_success_on: int = 0
+    no_ground_truth: list[str] = field(default_factory=list)  # injection tasks AgentDojo ships without calls
+    successful_attacks_on: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _tools(suite: TaskSuite) -> list[ToolInfo]:
+    return [ToolInfo(f.name, f.description, f.parameters.model_json_schema()) for f in suite.tools]
+
+
+class _Attack(FixedJailbreakAttack):
+    """AgentDojo's `important_instructions` payload, placed where the user task's ground truth reads (its
+    injection candidates); the model's name is left generic because there is no model."""
+
+    name = "important_instructions"
+
+    def __init__(self, suite: TaskSuite) -> None:
+        super().__init__(ImportantInstructionsAttack._JB_STRING, suite, GroundTruthPipeline(None))
+        self.user_name = "Emma Johnson"
+
+
+class SuiteRunner:
+    """Runs one suite's tasks through the scripted agents with the guard off or on."""
+
+    def __init__(self, name: str, guard_setting: dict[str, Any] | None = None) -> None:
+        self.name = name
+        self.suite: TaskSuite = get_suites(BENCHMARK_VERSION)[name]
+        self.guard = build_guard(name, _tools(self.suite), guard_setting)
+        self.system = load_system_message(None)
+        self.attack = _Attack(self.suite)
+
+    def run(self, task: BaseUserTask, injection: BaseInjectionTask | None, guarded: bool,
+            injections: dict[str, str]) -> tuple[bool, bool, list[Held]]:
+        """(utility, attack reached its goal, calls the guard refused) of one run."""
+        executor = GuardedToolsExecutor(self.guard if guarded else None)
+        agent = ScriptedAgent(task, injection, list(injections.values()))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            utility, security = self.suite.run_task_with_pipeline(
+                scripted_pipeline(agent, executor, self.system), task, injection, injections)
+        held = executor.last.held if executor.last is not None else []
+        return bool(utility), bool(security) and injection is not None, held
+
+    def agentdojo_utility(self, task: BaseUserTask) -> bool:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            utility, _ = self.suite.run_task_with_pipeline(GroundTruthPipeline(task), task, None, {})
+        return bool(utility)
+
+
+def evaluate_suite(name: str, user_tasks: list[str] | None = None, progress: Progress | None = None,
+                   guard_setting: dict[str, Any] | None = None) -> SuiteResult:
+    """All of `name`'s user tasks (or `user_tasks`) for utility, and every pair with every injection task."""
+    runner = SuiteRunner(name, guard_setting)
+    tasks = {k: v for k, v in runner.suite.user_tasks.items() if user_tasks is None or k in user_tasks}
+    injections = runner.suite.injection_tasks
+    result = SuiteResult(name, len(tasks), len(injections))
+    benign_env = runner.suite.load_and_inject_default_environment({})
+    for injection_id, injection in injections.items():
+        if not injection.ground_truth(benign_env.model_copy(deep=True)):
+            result.no_ground_truth.append(injection_id)
+    for task_id, task in tasks.items():
+        result.utility_agentdojo += runner.agentdojo_utility(task)
+        result.utility_guard_off += runner.run(task, None, False, {})[0]
+        utility, _, held = runner.run(task, None, True, {})
+        result.utility_guard_on += utility
+        if not utility:
+            calls = [{"tool": h.tool, "arguments": h.arguments, "reasons": list(h.reasons)} for h in held]
+            result.refusals.append(Refusal(task_id, task.PROMPT, calls))
+        for injection_id, injection in injections.items():
+            payloads = runner.attack.attack(task, injection)
+            text_only = injection_id in result.no_ground_truth and bool(injection.GROUND_TRUTH_OUTPUT)
+            if injection_id in result.no_ground_truth and not text_only:
+                continue
+            _, success_off, _ = runner.run(task, injection, False, payloads)
+            utility_on, success_on, _ = runner.run(task, injection, True, payloads)
+            if text_only:
+                result.text_only_pairs += 1
+                result.text_only_success_on += success_on
+                continue
+            result.pairs += 1
+            result.attacks_guard_off += success_off
+            result.attacks_guard_on += success_on
+            result.utility_under_attack_on += utility_on
+            if success_on:
+                result.successful_attacks_on.append(f"{task_id} x {injection_id}")
+        if progress is not None:
+            progress(task_id)
+    return result

@@ -1,0 +1,176 @@
+"""envgym's guard as an AgentDojo pipeline element, and the two scripted agents that drive it without a model.
+
+`GuardedToolsExecutor` takes the place of AgentDojo's `ToolsExecutor`: each call of the last assistant message goes
+through the guard first (a refused call returns the guard's reason as the tool's error and never runs), and each
+result is recorded by the guard (third-party results are delimited in what the agent sees). It works in any
+AgentDojo pipeline, a model's included. `ScriptedAgent` stands in for the model: it plays a task's ground truth and,
+when it is an always-obey attacker, switches to the injection task's ground truth right after the first tool result
+that carries the injection, then finishes the user's task.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentdojo.agent_pipeline import AgentPipeline, BasePipelineElement, InitQuery, SystemMessage, ToolsExecutionLoop
+from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
+from agentdojo.base_tasks import BaseInjectionTask, BaseUserTask
+from agentdojo.functions_runtime import EmptyEnv, Env, FunctionCall, FunctionsRuntime
+from agentdojo.types import ChatAssistantMessage, ChatMessage, ChatToolResultMessage, text_content_block_from_string
+from pydantic import BaseModel
+
+from envgym.guard import ConfirmationRequest, Guard, GuardSession
+from envgym.integrations.agentdojo.mapping import observed_text
+from envgym.world.state import WorldState
+
+_SESSION = "envgym_guard"
+_SCRIPT = "envgym_script"
+_EMPTY_STATE = WorldState({})  # the guard reads world state only for target rules, which this mapping does not use
+_SQUASH = re.compile(r"[\s\\\"']+")
+
+
+def _text(message: ChatMessage) -> str:
+    content = message.get("content") or []
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("content") or "" for block in content)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+@dataclass
+class Held:
+    """A call the guard refused: the tool, its arguments and the guard's reasons."""
+
+    tool: str
+    arguments: dict[str, Any]
+    reasons: tuple[str, ...]
+
+
+@dataclass
+class GuardLog:
+    """What the guard did in one task run (kept in the pipeline's `extra_args`)."""
+
+    session: GuardSession
+    held: list[Held] = field(default_factory=list)
+
+
+class GuardedToolsExecutor(BasePipelineElement):
+    """Runs the last assistant message's tool calls through envgym's guard (None: no defense, calls run as is)."""
+
+    name = "envgym_guard"
+
+    def __init__(self, guard: Guard | None) -> None:
+        self.guard = guard
+        self.last: GuardLog | None = None  # the log of the latest run, for the caller that scores it
+
+    def query(self, query: str, runtime: FunctionsRuntime, env: Env = EmptyEnv(),
+              messages: Sequence[ChatMessage] = [], extra_args: dict = {},  # noqa: B006 (AgentDojo's signature)
+              ) -> tuple[str, FunctionsRuntime, Env, Sequence[ChatMessage], dict]:
+        if not messages or messages[-1]["role"] != "assistant" or not messages[-1]["tool_calls"]:
+            return query, runtime, env, messages, extra_args
+        log: GuardLog | None = extra_args.get(_SESSION)
+        if log is None and self.guard is not None:
+            log = self.last = GuardLog(self.guard.session())
+            extra_args = {**extra_args, _SESSION: log}  # a new dict: AgentDojo's default {} is shared
+        said = "\n".join(_text(m) for m in messages if m["role"] in ("system", "user"))
+        results = [self._run(call, runtime, env, said, log) for call in messages[-1]["tool_calls"]]
+        return query, runtime, env, [*messages, *results], extra_args
+
+    def _run(self, call: FunctionCall, runtime: FunctionsRuntime, env: Env, said: str,
+             log: GuardLog | None) -> ChatToolResultMessage:
+        args = dict(call.args)
+        if log is not None and log.session.needs_check(call.function):
+            reasons = log.session.check(call.function, args, _EMPTY_STATE, said)
+            if reasons:
+                held = Held(call.function, args, tuple(reasons))
+                log.held.append(held)
+                refusal = log.session.refusal(ConfirmationRequest(call.function, args, tuple(reasons)), "deny")
+                return ChatToolResultMessage(role="tool", content=[text_content_block_from_string("")],
+                                             tool_call_id=call.id, tool_call=call, error=refusal)
+        result, error = runtime.run_function(env, call.function, args)
+        shown = tool_result_to_str(result) if error is None else ""
+        if log is not None:
+            ok = error is None
+            if call.function in log.session.guard.untrusted:
+                # A failed call of a third-party reader taints like a successful one: its error may quote the data.
+                shown = log.session.observe(call.function, True, shown or str(error))
+            else:
+                log.session.observe(call.function, ok, observed_text(_plain(result)) if ok else "")
+        return ChatToolResultMessage(role="tool", content=[text_content_block_from_string(shown)],
+                                     tool_call_id=call.id, tool_call=call, error=error)
+
+
+@dataclass
+class Script:
+    """The scripted agent's plan for one run: the user's calls, the attacker's calls once injected, and progress."""
+
+    user_calls: list[FunctionCall]
+    attack_calls: list[FunctionCall] | None = None
+    done: int = 0
+    injected_at: int | None = None
+
+
+class ScriptedAgent(BasePipelineElement):
+    """A model stand-in that plays `task.ground_truth(env)`; with `injection`, an always-obey attacker.
+
+    The attacker obeys the first tool result that carries one of `payloads`: it issues `injection.ground_truth(env)`
+    (computed on the environment at that moment), then the rest of the user's calls, and finally says both tasks'
+    expected outputs.
+    """
+
+    name = "scripted"
+
+    def __init__(self, task: BaseUserTask | BaseInjectionTask, injection: BaseInjectionTask | None = None,
+                 payloads: Sequence[str] = ()) -> None:
+        self.task = task
+        self.injection = injection
+        self.payloads = [_SQUASH.sub("", p) for p in payloads if p]
+
+    def _carries_payload(self, messages: Sequence[ChatMessage]) -> bool:
+        last = messages[-1] if messages else None
+        if last is None or last["role"] != "tool":
+            return False
+        seen = _SQUASH.sub("", _text(last))
+        return any(p in seen for p in self.payloads)
+
+    def query(self, query: str, runtime: FunctionsRuntime, env: Env = EmptyEnv(),
+              messages: Sequence[ChatMessage] = [], extra_args: dict = {},  # noqa: B006 (AgentDojo's signature)
+              ) -> tuple[str, FunctionsRuntime, Env, Sequence[ChatMessage], dict]:
+        script: Script | None = extra_args.get(_SCRIPT)
+        if script is None:
+            script = Script(list(self.task.ground_truth(env)))
+            extra_args = {**extra_args, _SCRIPT: script}
+        if self.injection is not None and script.attack_calls is None and self._carries_payload(messages):
+            script.attack_calls = list(self.injection.ground_truth(env))
+            script.injected_at = script.done
+            script.user_calls[script.done:script.done] = script.attack_calls
+        if script.done < len(script.user_calls):
+            call = script.user_calls[script.done]
+            script.done += 1
+            message = ChatAssistantMessage(role="assistant", tool_calls=[call],
+                                           content=[text_content_block_from_string("")])
+        else:
+            said = [self.task.GROUND_TRUTH_OUTPUT]
+            if self.injection is not None and script.attack_calls is not None:
+                said.append(self.injection.GROUND_TRUTH_OUTPUT)
+            message = ChatAssistantMessage(role="assistant", tool_calls=None,
+                                           content=[text_content_block_from_string("\n".join(s for s in said if s))])
+        return query, runtime, env, [*messages, message], extra_args
+
+
+def scripted_pipeline(agent: ScriptedAgent, executor: GuardedToolsExecutor, system: str) -> AgentPipeline:
+    """system message, user query, then agent and guarded executor in a loop until the agent stops calling tools."""
+    return AgentPipeline([SystemMessage(system), InitQuery(), agent,
+                          ToolsExecutionLoop([executor, agent], max_iters=200)])
