@@ -30,6 +30,7 @@ _SESSION = "envgym_guard"
 _SCRIPT = "envgym_script"
 _EMPTY_STATE = WorldState({})  # the guard reads world state only for target rules, which this mapping does not use
 _SQUASH = re.compile(r"[\s\\\"']+")
+_ESCAPES = re.compile(r"\\[nt]")
 
 
 def _text(message: ChatMessage) -> str:
@@ -142,7 +143,8 @@ class ScriptedAgent(BasePipelineElement):
         last = messages[-1] if messages else None
         if last is None or last["role"] != "tool":
             return False
-        seen = _SQUASH.sub("", _text(last))
+        # Results reach the agent as YAML or as a dict's repr, whose escapes ("\\n") the squash must drop too.
+        seen = _SQUASH.sub("", _ESCAPES.sub("", _text(last)))
         return any(p in seen for p in self.payloads)
 
     def query(self, query: str, runtime: FunctionsRuntime, env: Env = EmptyEnv(),
