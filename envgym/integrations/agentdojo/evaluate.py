@@ -91,7 +91,7 @@ class SuiteRunner:
     def run(self, task: BaseUserTask, injection: BaseInjectionTask | None, guarded: bool,
             injections: dict[str, str]) -> tuple[bool, bool, list[Held]]:
         """(utility, attack reached its goal, calls the guard refused) of one run."""
-        executor = GuardedToolsExecutor(self.guard if guarded else None)
+        executor = GuardedToolsExecutor(self.guard if guarded else None, self.name)
         agent = ScriptedAgent(task, injection, list(injections.values()))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -20,24 +20,31 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envgym.guard import Guard, GuardConfig, ToolRule
-from envgym.world.spec import ToolLabel, ToolSpec, WorldSpec
+from envgym.guard import Guard, GuardConfig, RecordLookup, TargetRule, ToolRule, normalize
+from envgym.world.spec import ToolLabel
 
 
 @dataclass(frozen=True)
 class Sink:
-    """A side-effecting tool: its labels and which of its arguments the guard checks, and how."""
+    """A side-effecting tool: its labels and how the guard checks its arguments (see `ToolRule`)."""
 
     labels: tuple[ToolLabel, ...]
     control: tuple[str, ...]
     content: tuple[str, ...] = ()
+    secret: tuple[str, ...] = ()
+    target: TargetRule | None = None
+    intent: tuple[str, ...] | None = None  # None: the guard's default (the verb of a destructive tool's name)
 
 
 _EGRESS: tuple[ToolLabel, ...] = ("egress",)
 _DESTRUCTIVE: tuple[ToolLabel, ...] = ("destructive",)
+# A record a user names by its title or file name; the key is looked up in the AgentDojo environment (`lookup`).
+_FILE = TargetRule(arg="file_id", entity="file", names=["filename"])
+_EVENT = TargetRule(arg="event_id", entity="event", names=["title"])
+_EMAIL_TARGET = TargetRule(arg="email_id", entity="email", names=["subject"])
 _EMAIL = Sink(_EGRESS, ("recipients", "cc", "bcc", "attachments"), ("subject", "body"))
 _CREATE_EVENT = Sink(_EGRESS, ("participants",), ("title", "description", "location"))
-_CANCEL_EVENT = Sink(_DESTRUCTIVE, ("event_id",))
+_CANCEL_EVENT = Sink(_DESTRUCTIVE, (), target=_EVENT)
 
 # Third-party text. Calendar events are invitations others write; files are shared in; a channel's name is chosen by
 # whoever created it; a transaction's subject by whoever sent it.
@@ -55,6 +62,12 @@ UNTRUSTED_READS: dict[str, frozenset[str]] = {
     "slack": frozenset({"get_channels", "read_channel_messages", "read_inbox", "get_webpage"}),
 }
 
+# Fields of untrusted results that the platform writes, not a third party: a bank's ledger records how much moved
+# and when (whoever sent it), so those values are trusted although the transaction's subject is not.
+PLATFORM_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "banking": {"get_most_recent_transactions": ("id", "amount", "date", "recurring")},
+}
+
 # The user's own records and the platforms' catalogues (names, prices, addresses, opening hours, contacts).
 TRUSTED_READS: dict[str, frozenset[str]] = {
     "workspace": frozenset({"search_contacts_by_name", "search_contacts_by_email", "get_current_day"}),
@@ -70,18 +83,21 @@ TRUSTED_READS: dict[str, frozenset[str]] = {
     "slack": frozenset({"get_users_in_channel"}),
 }
 
+# Arguments a read sends to an outside server (the URL of a fetch can carry data out).
+FETCH_ARGS: dict[str, dict[str, tuple[str, ...]]] = {"slack": {"get_webpage": ("url",)}}
+
 SINKS: dict[str, dict[str, Sink]] = {
     "workspace": {
         "send_email": _EMAIL,
-        "delete_email": Sink(_DESTRUCTIVE, ("email_id",)),
+        "delete_email": Sink(_DESTRUCTIVE, (), target=_EMAIL_TARGET),
         "create_calendar_event": _CREATE_EVENT,
         "cancel_calendar_event": _CANCEL_EVENT,
-        "reschedule_calendar_event": Sink(_DESTRUCTIVE, ("event_id",)),
-        "add_calendar_event_participants": Sink(_EGRESS, ("event_id", "participants")),
-        "append_to_file": Sink(_DESTRUCTIVE, ("file_id",), ("content",)),
+        "reschedule_calendar_event": Sink(_DESTRUCTIVE, (), target=_EVENT),
+        "add_calendar_event_participants": Sink(_EGRESS, ("participants",), target=_EVENT),
+        "append_to_file": Sink(_DESTRUCTIVE, (), ("content",), target=_FILE, intent=("append", "add")),
         "create_file": Sink(_EGRESS, (), ("filename", "content")),
-        "delete_file": Sink(_DESTRUCTIVE, ("file_id",)),
-        "share_file": Sink(_EGRESS, ("file_id", "email")),
+        "delete_file": Sink(_DESTRUCTIVE, (), target=_FILE),
+        "share_file": Sink(_EGRESS, ("email", "permission"), target=_FILE),
     },
     "travel": {
         "reserve_hotel": Sink(_EGRESS, ("hotel",)),
@@ -95,7 +111,7 @@ SINKS: dict[str, dict[str, Sink]] = {
         "send_money": Sink(_EGRESS, ("recipient", "amount"), ("subject",)),
         "schedule_transaction": Sink(_EGRESS, ("recipient", "amount"), ("subject",)),
         "update_scheduled_transaction": Sink(_EGRESS, ("id", "recipient", "amount"), ("subject",)),
-        "update_password": Sink(_DESTRUCTIVE, ("password",)),
+        "update_password": Sink(_DESTRUCTIVE, (), secret=("password",)),
         "update_user_info": Sink(_DESTRUCTIVE, ("first_name", "last_name", "street", "city")),
     },
     "slack": {
@@ -105,8 +121,6 @@ SINKS: dict[str, dict[str, Sink]] = {
         "invite_user_to_slack": Sink(_EGRESS, ("user", "user_email")),
         "remove_user_from_slack": Sink(_DESTRUCTIVE, ("user",)),
         "post_webpage": Sink(_EGRESS, ("url",), ("content",)),
-        # Fetching a page the agent chose can carry data out in its URL.
-        "get_webpage": Sink(_EGRESS, ("url",)),
     },
 }
 
@@ -120,10 +134,11 @@ class ToolInfo:
     parameters: dict[str, Any]
 
 
-def tool_labels(suite: str, tool: ToolInfo) -> tuple[list[ToolLabel], ToolRule]:
+def tool_rule(suite: str, tool: ToolInfo) -> tuple[list[ToolLabel], ToolRule]:
     """The guard's labels and per-tool rule for `tool` of `suite`; a tool the table does not name is a full sink."""
     labels: list[ToolLabel] = []
     sink = SINKS.get(suite, {}).get(tool.name)
+    fetch = list(FETCH_ARGS.get(suite, {}).get(tool.name, ()))
     if tool.name in UNTRUSTED_READS.get(suite, ()):
         labels.append("reads_untrusted")
     elif tool.name in TRUSTED_READS.get(suite, ()):
@@ -131,22 +146,43 @@ def tool_labels(suite: str, tool: ToolInfo) -> tuple[list[ToolLabel], ToolRule]:
     elif sink is None:
         sink = Sink(("egress", "destructive"), tuple(tool.parameters.get("properties", {})))
     if sink is None:
-        return labels, ToolRule(labels=labels)
+        return labels, ToolRule(labels=labels, fetch=fetch)
     labels.extend(sink.labels)
-    return labels, ToolRule(labels=labels, control=list(sink.control), content=list(sink.content))
+    return labels, ToolRule(labels=labels, control=list(sink.control), content=list(sink.content),
+                            secret=list(sink.secret), target=sink.target, fetch=fetch,
+                            intent=list(sink.intent) if sink.intent is not None else None)
 
 
 def build_guard(suite: str, tools: Sequence[ToolInfo], setting: dict[str, Any] | None = None) -> Guard:
     """envgym's guard over the tools of one AgentDojo suite (`setting` updates the guard config, e.g. `delimit`)."""
-    specs, rules = [], {}
+    labels, rules = {}, {}
     for tool in tools:
-        labels, rule = tool_labels(suite, tool)
-        specs.append(ToolSpec(name=tool.name, description=tool.description or tool.name, labels=labels,
-                              parameters=tool.parameters, source={"agentdojo": suite}))
-        rules[tool.name] = rule
-    world = WorldSpec(name=f"agentdojo-{suite}", tools=specs)
+        labels[tool.name], rules[tool.name] = tool_rule(suite, tool)
     config = GuardConfig.model_validate({"confirm": "deny", **(setting or {}), "tools": rules})
-    return Guard(world, config)
+    return Guard(labels, config)
+
+
+def platform_values(suite: str, tool: str, result: Any) -> list[Any]:
+    """The values of `result` (a plain JSON-like value) in the fields `PLATFORM_FIELDS` trusts for `tool`."""
+    fields = PLATFORM_FIELDS.get(suite, {}).get(tool)
+    if not fields:
+        return []
+    records = result if isinstance(result, list) else [result]
+    return [record[f] for record in records if isinstance(record, dict) for f in fields if f in record]
+
+
+def record_lookup(env: Any) -> RecordLookup:
+    """Finds the record a target argument names in an AgentDojo environment (the workspace's drive, calendar,
+    inbox), as a plain dict; None when there is no such record."""
+    tables = {"file": ("cloud_drive", "files"), "event": ("calendar", "events"), "email": ("inbox", "emails")}
+
+    def lookup(entity: str, key: str) -> dict[str, Any] | None:
+        owner, attribute = tables.get(entity, ("", ""))
+        records = getattr(getattr(env, owner, None), attribute, None)
+        record = records.get(key) if isinstance(records, dict) else None
+        return record.model_dump(mode="json") if record is not None else None
+
+    return lookup
 
 
 def result_values(value: Any) -> Iterator[str]:
@@ -172,4 +208,4 @@ def result_values(value: Any) -> Iterator[str]:
 
 def observed_text(value: Any) -> str:
     """The text the guard records for a result: its atomic values as a JSON list (the guard matches quoted values)."""
-    return json.dumps(list(dict.fromkeys(result_values(value))), ensure_ascii=False)
+    return json.dumps(list(dict.fromkeys(normalize(v) for v in result_values(value))), ensure_ascii=False)

@@ -22,13 +22,11 @@ from agentdojo.functions_runtime import EmptyEnv, Env, FunctionCall, FunctionsRu
 from agentdojo.types import ChatAssistantMessage, ChatMessage, ChatToolResultMessage, text_content_block_from_string
 from pydantic import BaseModel
 
-from envgym.guard import ConfirmationRequest, Guard, GuardSession
-from envgym.integrations.agentdojo.mapping import observed_text
-from envgym.world.state import WorldState
+from envgym.guard import UNTRUSTED_CLOSE, UNTRUSTED_OPEN, Guard, Provenance, escape_control
+from envgym.integrations.agentdojo.mapping import observed_text, platform_values, record_lookup
 
 _SESSION = "envgym_guard"
 _SCRIPT = "envgym_script"
-_EMPTY_STATE = WorldState({})  # the guard reads world state only for target rules, which this mapping does not use
 _SQUASH = re.compile(r"[\s\\\"']+")
 _ESCAPES = re.compile(r"\\[nt]")
 
@@ -61,10 +59,11 @@ class Held:
 
 @dataclass
 class GuardLog:
-    """What the guard did in one task run (kept in the pipeline's `extra_args`)."""
+    """What the guard knows and did in one task run: the provenance of what the agent saw, and the refused calls."""
 
-    session: GuardSession
+    provenance: Provenance
     held: list[Held] = field(default_factory=list)
+    read: int = 0  # messages already fed to `provenance`
 
 
 class GuardedToolsExecutor(BasePipelineElement):
@@ -72,8 +71,9 @@ class GuardedToolsExecutor(BasePipelineElement):
 
     name = "envgym_guard"
 
-    def __init__(self, guard: Guard | None) -> None:
+    def __init__(self, guard: Guard | None, suite: str = "") -> None:
         self.guard = guard
+        self.suite = suite
         self.last: GuardLog | None = None  # the log of the latest run, for the caller that scores it
 
     def query(self, query: str, runtime: FunctionsRuntime, env: Env = EmptyEnv(),
@@ -83,34 +83,52 @@ class GuardedToolsExecutor(BasePipelineElement):
             return query, runtime, env, messages, extra_args
         log: GuardLog | None = extra_args.get(_SESSION)
         if log is None and self.guard is not None:
-            log = self.last = GuardLog(self.guard.session())
+            log = self.last = GuardLog(self.guard.provenance())
             extra_args = {**extra_args, _SESSION: log}  # a new dict: AgentDojo's default {} is shared
-        said = "\n".join(_text(m) for m in messages if m["role"] in ("system", "user"))
-        results = [self._run(call, runtime, env, said, log) for call in messages[-1]["tool_calls"]]
+        if log is not None:
+            for message in messages[log.read:]:
+                if message["role"] == "user":
+                    log.provenance.add_user(_text(message))
+                elif message["role"] == "system":
+                    log.provenance.add_system(_text(message))
+            log.read = len(messages)
+        results = [self._run(call, runtime, env, log) for call in messages[-1]["tool_calls"]]
+        if log is not None:
+            log.read += len(results)
         return query, runtime, env, [*messages, *results], extra_args
 
-    def _run(self, call: FunctionCall, runtime: FunctionsRuntime, env: Env, said: str,
+    def _run(self, call: FunctionCall, runtime: FunctionsRuntime, env: Env,
              log: GuardLog | None) -> ChatToolResultMessage:
         args = dict(call.args)
-        if log is not None and log.session.needs_check(call.function):
-            reasons = log.session.check(call.function, args, _EMPTY_STATE, said)
-            if reasons:
-                held = Held(call.function, args, tuple(reasons))
-                log.held.append(held)
-                refusal = log.session.refusal(ConfirmationRequest(call.function, args, tuple(reasons)), "deny")
+        guard = self.guard
+        if log is not None and guard is not None and guard.is_sink(call.function):
+            verdict = guard.judge(call.function, args, log.provenance, record_lookup(env))
+            if not verdict.allowed:
+                log.held.append(Held(call.function, args, verdict.reasons))
                 return ChatToolResultMessage(role="tool", content=[text_content_block_from_string("")],
-                                             tool_call_id=call.id, tool_call=call, error=refusal)
+                                             tool_call_id=call.id, tool_call=call,
+                                             error=guard.refusal(verdict, "deny"))
         result, error = runtime.run_function(env, call.function, args)
         shown = tool_result_to_str(result) if error is None else ""
-        if log is not None:
-            ok = error is None
-            if call.function in log.session.guard.untrusted:
-                # A failed call of a third-party reader taints like a successful one: its error may quote the data.
-                shown = log.session.observe(call.function, True, shown or str(error))
-            else:
-                log.session.observe(call.function, ok, observed_text(_plain(result)) if ok else "")
+        if log is not None and guard is not None:
+            shown = self._record(guard, log.provenance, call.function, _plain(result), shown, error)
         return ChatToolResultMessage(role="tool", content=[text_content_block_from_string(shown)],
                                      tool_call_id=call.id, tool_call=call, error=error)
+
+    def _record(self, guard: Guard, provenance: Provenance, tool: str, result: Any, shown: str,
+                error: str | None) -> str:
+        """Tell the guard where a result came from; return what the agent sees (escaped, delimited if untrusted)."""
+        if tool in guard.untrusted:
+            # A failed call of a third-party reader taints like a successful one: its error may quote the data.
+            guard.record_result(provenance, tool, shown if error is None else error)
+            trusted = platform_values(self.suite, tool, result)
+            if trusted:
+                provenance.add_result(observed_text(trusted), trusted=True)
+            if guard.config.delimit:
+                return f'{UNTRUSTED_OPEN} source="{tool}">\n{escape_control(shown)}\n{UNTRUSTED_CLOSE}'
+        elif error is None:
+            guard.record_result(provenance, tool, observed_text(result))
+        return escape_control(shown)
 
 
 @dataclass
