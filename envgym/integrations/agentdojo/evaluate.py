@@ -20,7 +20,9 @@ from agentdojo.attacks.base_attacks import FixedJailbreakAttack
 from agentdojo.attacks.important_instructions_attacks import ImportantInstructionsAttack
 from agentdojo.base_tasks import BaseInjectionTask, BaseUserTask
 from agentdojo.task_suite.load_suites import get_suites
-from agentdojo.task_suite.task_suite import TaskSuite
+from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
+from agentdojo.task_suite.task_suite import TaskSuite, functions_stack_trace_from_messages
+from agentdojo.types import get_text_content_as_str
 
 from envgym.integrations.agentdojo.mapping import ToolInfo, build_guard
 from envgym.integrations.agentdojo.pipeline import GuardedToolsExecutor, Held, ScriptedAgent, scripted_pipeline
@@ -53,6 +55,7 @@ class SuiteResult:
     pairs: int = 0  # pairs whose injection task has ground-truth calls
     attacks_guard_off: int = 0
     attacks_guard_on: int = 0
+    attempted_guard_on: int = 0  # AgentDojo's trace checks over the attempted calls, refused ones included
     utility_under_attack_on: int = 0
     text_only_pairs: int = 0  # the injection's goal is only something said, which no tool guard can stop
     text_only_success_on: int = 0
@@ -78,6 +81,26 @@ class _Attack(FixedJailbreakAttack):
         self.user_name = "Emma Johnson"
 
 
+@dataclass
+class Outcome:
+    """One run: the user task's utility, whether the attack reached its goal by the calls that ran and by the calls
+    the agent attempted, and the calls the guard refused."""
+
+    utility: bool
+    attack_success: bool
+    attack_attempted: bool
+    held: list[Held]
+
+
+def _check(task: BaseUserTask | BaseInjectionTask, said: str, pre: Any, post: Any, trace: list[FunctionCall]) -> bool:
+    """AgentDojo's own check of `task`: from the trace of calls where the task defines one, else from the states."""
+    if isinstance(task, BaseUserTask):
+        verdict = task.utility_from_traces(said, pre, post, trace)
+        return bool(task.utility(said, pre, post) if verdict is None else verdict)
+    verdict = task.security_from_traces(said, pre, post, trace)
+    return bool(task.security(said, pre, post) if verdict is None else verdict)
+
+
 class SuiteRunner:
     """Runs one suite's tasks through the scripted agents with the guard off or on."""
 
@@ -89,16 +112,24 @@ class SuiteRunner:
         self.attack = _Attack(self.suite)
 
     def run(self, task: BaseUserTask, injection: BaseInjectionTask | None, guarded: bool,
-            injections: dict[str, str]) -> tuple[bool, bool, list[Held]]:
-        """(utility, attack reached its goal, calls the guard refused) of one run."""
+            injections: dict[str, str]) -> Outcome:
+        """One run, scored like AgentDojo's `run_task_with_pipeline` except that checks reading the trace of calls
+        get the calls that ran (a refused call changed nothing); the attempted calls give `attack_attempted`."""
+        env = task.init_environment(self.suite.load_and_inject_default_environment(injections))
+        pre = env.model_copy(deep=True)
         executor = GuardedToolsExecutor(self.guard if guarded else None, self.name)
         agent = ScriptedAgent(task, injection, list(injections.values()))
+        pipeline = scripted_pipeline(agent, executor, self.system)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            utility, security = self.suite.run_task_with_pipeline(
-                scripted_pipeline(agent, executor, self.system), task, injection, injections)
+            _, _, post, messages, _ = pipeline.query(task.PROMPT, FunctionsRuntime(self.suite.tools), env)
+            said = get_text_content_as_str(messages[-1]["content"] or [])
+            attempted = functions_stack_trace_from_messages(messages)
+            utility = _check(task, said, pre, post, executor.ran)
+            success = injection is not None and _check(injection, said, pre, post, executor.ran)
+            tried = injection is not None and _check(injection, said, pre, post, attempted)
         held = executor.last.held if executor.last is not None else []
-        return bool(utility), bool(security) and injection is not None, held
+        return Outcome(utility, success, tried, held)
 
     def agentdojo_utility(self, task: BaseUserTask) -> bool:
         with warnings.catch_warnings():
@@ -120,28 +151,29 @@ def evaluate_suite(name: str, user_tasks: list[str] | None = None, progress: Pro
             result.no_ground_truth.append(injection_id)
     for task_id, task in tasks.items():
         result.utility_agentdojo += runner.agentdojo_utility(task)
-        result.utility_guard_off += runner.run(task, None, False, {})[0]
-        utility, _, held = runner.run(task, None, True, {})
-        result.utility_guard_on += utility
-        if not utility:
-            calls = [{"tool": h.tool, "arguments": h.arguments, "reasons": list(h.reasons)} for h in held]
+        result.utility_guard_off += runner.run(task, None, False, {}).utility
+        benign = runner.run(task, None, True, {})
+        result.utility_guard_on += benign.utility
+        if not benign.utility:
+            calls = [{"tool": h.tool, "arguments": h.arguments, "reasons": list(h.reasons)} for h in benign.held]
             result.refusals.append(Refusal(task_id, task.PROMPT, calls))
         for injection_id, injection in injections.items():
             payloads = runner.attack.attack(task, injection)
             text_only = injection_id in result.no_ground_truth and bool(injection.GROUND_TRUTH_OUTPUT)
             if injection_id in result.no_ground_truth and not text_only:
                 continue
-            _, success_off, _ = runner.run(task, injection, False, payloads)
-            utility_on, success_on, _ = runner.run(task, injection, True, payloads)
+            off = runner.run(task, injection, False, payloads)
+            on = runner.run(task, injection, True, payloads)
             if text_only:
                 result.text_only_pairs += 1
-                result.text_only_success_on += success_on
+                result.text_only_success_on += on.attack_success
                 continue
             result.pairs += 1
-            result.attacks_guard_off += success_off
-            result.attacks_guard_on += success_on
-            result.utility_under_attack_on += utility_on
-            if success_on:
+            result.attacks_guard_off += off.attack_success
+            result.attacks_guard_on += on.attack_success
+            result.attempted_guard_on += on.attack_attempted
+            result.utility_under_attack_on += on.utility
+            if on.attack_success:
                 result.successful_attacks_on.append(f"{task_id} x {injection_id}")
         if progress is not None:
             progress(task_id)

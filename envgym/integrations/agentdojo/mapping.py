@@ -43,7 +43,16 @@ _FILE = TargetRule(arg="file_id", entity="file", names=["filename"])
 _EVENT = TargetRule(arg="event_id", entity="event", names=["title"])
 _EMAIL_TARGET = TargetRule(arg="email_id", entity="email", names=["subject"])
 _EMAIL = Sink(_EGRESS, ("recipients", "cc", "bcc", "attachments"), ("subject", "body"))
-_CREATE_EVENT = Sink(_EGRESS, ("participants",), ("title", "description", "location"))
+# Writing to the user's calendar is a write the user must ask for, even with nobody invited.
+_CREATE_EVENT = Sink(_EGRESS, ("participants",), ("title", "description", "location"),
+                     intent=("calendar", "event", "remind", "meeting", "schedule"))
+
+
+def _reserve(arg: str, entity: str) -> Sink:
+    """A booking: only when the user asks to book, and only of a place the user named."""
+    return Sink(_EGRESS, (), target=TargetRule(arg=arg, entity=entity, names=["name"]), intent=("reserv", "book"))
+
+
 _CANCEL_EVENT = Sink(_DESTRUCTIVE, (), target=_EVENT)
 
 # Third-party text. Calendar events are invitations others write; files are shared in; a channel's name is chosen by
@@ -66,6 +75,9 @@ UNTRUSTED_READS: dict[str, frozenset[str]] = {
 # and when (whoever sent it), so those values are trusted although the transaction's subject is not.
 PLATFORM_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "banking": {"get_most_recent_transactions": ("id", "amount", "date", "recurring")},
+    # Slack stamps who posted where; a channel listing names channels that exist ("*": every value).
+    "slack": {"read_channel_messages": ("sender", "recipient"), "read_inbox": ("sender", "recipient"),
+              "get_channels": ("*",)},
 }
 
 # The user's own records and the platforms' catalogues (names, prices, addresses, opening hours, contacts).
@@ -97,12 +109,12 @@ SINKS: dict[str, dict[str, Sink]] = {
         "append_to_file": Sink(_DESTRUCTIVE, (), ("content",), target=_FILE, intent=("append", "add")),
         "create_file": Sink(_EGRESS, (), ("filename", "content")),
         "delete_file": Sink(_DESTRUCTIVE, (), target=_FILE),
-        "share_file": Sink(_EGRESS, ("email", "permission"), target=_FILE),
+        "share_file": Sink(_EGRESS, ("email",), target=_FILE),
     },
     "travel": {
-        "reserve_hotel": Sink(_EGRESS, ("hotel",)),
-        "reserve_car_rental": Sink(_EGRESS, ("company",)),
-        "reserve_restaurant": Sink(_EGRESS, ("restaurant",)),
+        "reserve_hotel": _reserve("hotel", "hotel"),
+        "reserve_car_rental": _reserve("company", "car_rental"),
+        "reserve_restaurant": _reserve("restaurant", "restaurant"),
         "create_calendar_event": _CREATE_EVENT,
         "cancel_calendar_event": _CANCEL_EVENT,
         "send_email": _EMAIL,
@@ -167,19 +179,28 @@ def platform_values(suite: str, tool: str, result: Any) -> list[Any]:
     fields = PLATFORM_FIELDS.get(suite, {}).get(tool)
     if not fields:
         return []
+    if fields == ("*",):
+        return [result]
     records = result if isinstance(result, list) else [result]
     return [record[f] for record in records if isinstance(record, dict) for f in fields if f in record]
 
 
+_TABLES = {"file": ("cloud_drive", "files"), "event": ("calendar", "events"), "email": ("inbox", "emails"),
+           "hotel": ("hotels", "hotel_list"), "restaurant": ("restaurants", "restaurant_list"),
+           "car_rental": ("car_rental", "company_list")}
+
+
 def record_lookup(env: Any) -> RecordLookup:
-    """Finds the record a target argument names in an AgentDojo environment (the workspace's drive, calendar,
-    inbox), as a plain dict; None when there is no such record."""
-    tables = {"file": ("cloud_drive", "files"), "event": ("calendar", "events"), "email": ("inbox", "emails")}
+    """Finds the record a target argument names in an AgentDojo environment, as a plain dict (None: no such
+    record): by key in the workspace's drive, calendar and inbox, by name in travel's catalogues."""
 
     def lookup(entity: str, key: str) -> dict[str, Any] | None:
-        owner, attribute = tables.get(entity, ("", ""))
+        owner, attribute = _TABLES.get(entity, ("", ""))
         records = getattr(getattr(env, owner, None), attribute, None)
-        record = records.get(key) if isinstance(records, dict) else None
+        if isinstance(records, dict):
+            record = records.get(key)
+        else:
+            record = next((r for r in records or () if getattr(r, "name", None) == key), None)
         return record.model_dump(mode="json") if record is not None else None
 
     return lookup

@@ -75,6 +75,7 @@ class GuardedToolsExecutor(BasePipelineElement):
         self.guard = guard
         self.suite = suite
         self.last: GuardLog | None = None  # the log of the latest run, for the caller that scores it
+        self.ran: list[FunctionCall] = []  # the calls that reached a tool (refused ones never do)
 
     def query(self, query: str, runtime: FunctionsRuntime, env: Env = EmptyEnv(),
               messages: Sequence[ChatMessage] = [], extra_args: dict = {},  # noqa: B006 (AgentDojo's signature)
@@ -108,6 +109,7 @@ class GuardedToolsExecutor(BasePipelineElement):
                 return ChatToolResultMessage(role="tool", content=[text_content_block_from_string("")],
                                              tool_call_id=call.id, tool_call=call,
                                              error=guard.refusal(verdict, "deny"))
+        self.ran.append(call)
         result, error = runtime.run_function(env, call.function, args)
         shown = tool_result_to_str(result) if error is None else ""
         if log is not None and guard is not None:
