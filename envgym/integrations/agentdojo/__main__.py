@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from envgym.integrations.agentdojo.evaluate import SUITES, SuiteResult, evaluate_suite
 from envgym.integrations.agentdojo.report import markdown, plot
@@ -30,7 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     with Progress(*columns, transient=True, disable=not sys.stderr.isatty()) as progress:
         for suite in suites:
             bar = progress.add_task(suite, total=None)
-            results.append(evaluate_suite(suite, args.task, lambda _task, bar=bar: progress.advance(bar)))
+
+            def advance(_task: str, bar: TaskID = bar) -> None:
+                progress.advance(bar)
+
+            results.append(evaluate_suite(suite, args.task, advance))
     data = [r.as_dict() for r in results]
     if args.json is not None:
         args.json.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")

@@ -19,13 +19,18 @@ from agentdojo.agent_pipeline.agent_pipeline import load_system_message
 from agentdojo.attacks.base_attacks import FixedJailbreakAttack
 from agentdojo.attacks.important_instructions_attacks import ImportantInstructionsAttack
 from agentdojo.base_tasks import BaseInjectionTask, BaseUserTask
-from agentdojo.task_suite.load_suites import get_suites
 from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
+from agentdojo.task_suite.load_suites import get_suites
 from agentdojo.task_suite.task_suite import TaskSuite, functions_stack_trace_from_messages
 from agentdojo.types import get_text_content_as_str
 
 from envgym.integrations.agentdojo.mapping import ToolInfo, build_guard
-from envgym.integrations.agentdojo.pipeline import GuardedToolsExecutor, Held, ScriptedAgent, scripted_pipeline
+from envgym.integrations.agentdojo.pipeline import (
+    GuardedToolsExecutor,
+    Held,
+    ScriptedAgent,
+    scripted_pipeline,
+)
 
 BENCHMARK_VERSION = "v1.2.2"
 SUITES = ("workspace", "travel", "banking", "slack")

@@ -192,16 +192,23 @@ _TABLES = {"file": ("cloud_drive", "files"), "event": ("calendar", "events"), "e
 
 def record_lookup(env: Any) -> RecordLookup:
     """Finds the record a target argument names in an AgentDojo environment, as a plain dict (None: no such
-    record): by key in the workspace's drive, calendar and inbox, by name in travel's catalogues."""
+    record): by key in the workspace's drive, calendar and inbox, by name in travel's catalogues.
+
+    The guard lets a target it cannot find through, trusting the tool to fail; AgentDojo's booking tools book any
+    name at all ("Riverside View Hotel" is not in the catalogue and still gets a reservation), so a catalogue name
+    that is not there is judged as a record of that name.
+    """
 
     def lookup(entity: str, key: str) -> dict[str, Any] | None:
         owner, attribute = _TABLES.get(entity, ("", ""))
         records = getattr(getattr(env, owner, None), attribute, None)
         if isinstance(records, dict):
-            record = records.get(key)
-        else:
-            record = next((r for r in records or () if getattr(r, "name", None) == key), None)
-        return record.model_dump(mode="json") if record is not None else None
+            found = records.get(key)
+            return found.model_dump(mode="json") if found is not None else None
+        if isinstance(records, list):
+            named = next((r for r in records if getattr(r, "name", None) == key), None)
+            return named.model_dump(mode="json") if named is not None else {"name": key}
+        return None
 
     return lookup
 

@@ -15,16 +15,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentdojo.agent_pipeline import AgentPipeline, BasePipelineElement, InitQuery, SystemMessage, ToolsExecutionLoop
+from agentdojo.agent_pipeline import (
+    AgentPipeline,
+    BasePipelineElement,
+    InitQuery,
+    SystemMessage,
+    ToolsExecutionLoop,
+)
 from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
 from agentdojo.base_tasks import BaseInjectionTask, BaseUserTask
 from agentdojo.functions_runtime import EmptyEnv, Env, FunctionCall, FunctionsRuntime
-from agentdojo.types import ChatAssistantMessage, ChatMessage, ChatToolResultMessage, text_content_block_from_string
+from agentdojo.types import (
+    ChatAssistantMessage,
+    ChatMessage,
+    ChatToolResultMessage,
+    text_content_block_from_string,
+)
 from pydantic import BaseModel
 
 from envgym.guard import UNTRUSTED_CLOSE, UNTRUSTED_OPEN, Guard, Provenance, escape_control
 from envgym.integrations.agentdojo.mapping import observed_text, platform_values, record_lookup
 
+_NO_ENV = EmptyEnv()  # AgentDojo's default environment, made once
 _SESSION = "envgym_guard"
 _SCRIPT = "envgym_script"
 _SQUASH = re.compile(r"[\s\\\"']+")
@@ -77,7 +89,7 @@ class GuardedToolsExecutor(BasePipelineElement):
         self.last: GuardLog | None = None  # the log of the latest run, for the caller that scores it
         self.ran: list[FunctionCall] = []  # the calls that reached a tool (refused ones never do)
 
-    def query(self, query: str, runtime: FunctionsRuntime, env: Env = EmptyEnv(),
+    def query(self, query: str, runtime: FunctionsRuntime, env: Env = _NO_ENV,
               messages: Sequence[ChatMessage] = [], extra_args: dict = {},  # noqa: B006 (AgentDojo's signature)
               ) -> tuple[str, FunctionsRuntime, Env, Sequence[ChatMessage], dict]:
         if not messages or messages[-1]["role"] != "assistant" or not messages[-1]["tool_calls"]:
@@ -167,7 +179,7 @@ class ScriptedAgent(BasePipelineElement):
         seen = _SQUASH.sub("", _ESCAPES.sub("", _text(last)))
         return any(p in seen for p in self.payloads)
 
-    def query(self, query: str, runtime: FunctionsRuntime, env: Env = EmptyEnv(),
+    def query(self, query: str, runtime: FunctionsRuntime, env: Env = _NO_ENV,
               messages: Sequence[ChatMessage] = [], extra_args: dict = {},  # noqa: B006 (AgentDojo's signature)
               ) -> tuple[str, FunctionsRuntime, Env, Sequence[ChatMessage], dict]:
         script: Script | None = extra_args.get(_SCRIPT)
