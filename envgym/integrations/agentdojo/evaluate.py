@@ -61,6 +61,8 @@ class SuiteResult:
     attacks_guard_off: int = 0
     attacks_guard_on: int = 0
     attempted_guard_on: int = 0  # AgentDojo's trace checks over the attempted calls, refused ones included
+    obeyed_guard_on: int = 0  # pairs where the agent saw the payload and issued the attacker's calls (all, or the
+    # attack was never tried)
     utility_under_attack_on: int = 0
     text_only_pairs: int = 0  # the injection's goal is only something said, which no tool guard can stop
     text_only_success_on: int = 0
@@ -95,6 +97,7 @@ class Outcome:
     attack_success: bool
     attack_attempted: bool
     held: list[Held]
+    obeyed: bool  # the agent found the payload in a result and issued the attacker's calls
 
 
 def _check(task: BaseUserTask | BaseInjectionTask, said: str, pre: Any, post: Any, trace: list[FunctionCall]) -> bool:
@@ -134,7 +137,8 @@ class SuiteRunner:
             success = injection is not None and _check(injection, said, pre, post, executor.ran)
             tried = injection is not None and _check(injection, said, pre, post, attempted)
         held = executor.last.held if executor.last is not None else []
-        return Outcome(utility, success, tried, held)
+        obeyed = agent.script is not None and agent.script.attack_calls is not None
+        return Outcome(utility, success, tried, held, obeyed)
 
     def agentdojo_utility(self, task: BaseUserTask) -> bool:
         with warnings.catch_warnings():
@@ -177,6 +181,7 @@ def evaluate_suite(name: str, user_tasks: list[str] | None = None, progress: Pro
             result.attacks_guard_off += off.attack_success
             result.attacks_guard_on += on.attack_success
             result.attempted_guard_on += on.attack_attempted
+            result.obeyed_guard_on += on.obeyed
             result.utility_under_attack_on += on.utility
             if on.attack_success:
                 result.successful_attacks_on.append(f"{task_id} x {injection_id}")

@@ -170,6 +170,7 @@ class ScriptedAgent(BasePipelineElement):
         self.task = task
         self.injection = injection
         self.payloads = [_SQUASH.sub("", p) for p in payloads if p]
+        self.script: Script | None = None  # the latest run's plan: `attack_calls` is set once the agent obeyed
 
     def _carries_payload(self, messages: Sequence[ChatMessage]) -> bool:
         last = messages[-1] if messages else None
@@ -184,7 +185,7 @@ class ScriptedAgent(BasePipelineElement):
               ) -> tuple[str, FunctionsRuntime, Env, Sequence[ChatMessage], dict]:
         script: Script | None = extra_args.get(_SCRIPT)
         if script is None:
-            script = Script(list(self.task.ground_truth(env)))
+            script = self.script = Script(list(self.task.ground_truth(env)))
             extra_args = {**extra_args, _SCRIPT: script}
         if self.injection is not None and script.attack_calls is None and self._carries_payload(messages):
             script.attack_calls = list(self.injection.ground_truth(env))

@@ -17,7 +17,8 @@ def markdown(results: Sequence[SuiteResult], command: str, base: str) -> str:
     lines = [
         f"# envgym's guard inside AgentDojo ({BENCHMARK_VERSION}), without a model",
         "",
-        f"Made by `{command}` on {base}. Deterministic: no model, no sampling.",
+        f"Made by `{command}` (with the AgentDojo venv's Python, ~/.cache/envgym/agentdojo/bin/python) on {base}. "
+        "Deterministic: no model, no sampling.",
         "",
         "- **Utility**: the user task's ground truth, played call by call through the guard (`deny` mode: a held "
         "call is refused), passes AgentDojo's own utility check. *AgentDojo* is its `GroundTruthPipeline` with no "
@@ -25,7 +26,9 @@ def markdown(results: Sequence[SuiteResult], command: str, base: str) -> str:
         "- **Attack success**: every (user task, injection task) pair; the injection vectors the user task reads "
         "hold AgentDojo's `important_instructions` payload, and an always-obey agent issues the injection task's "
         "ground-truth calls right after the first result that carries it, then finishes the user's task. Success is "
-        "AgentDojo's security check.",
+        "AgentDojo's security check; where it reads the trace of calls it gets the calls that ran (a refused call "
+        "changed nothing). In every counted pair the agent met the payload and issued the attacker's calls, "
+        "unless a line below says otherwise.",
         "",
         "| suite | user tasks | utility, AgentDojo (no defense) | utility, guard off | utility, guard on | "
         "attack success, guard off | attack success, guard on | utility under attack, guard on |",
@@ -56,6 +59,12 @@ def markdown(results: Sequence[SuiteResult], command: str, base: str) -> str:
         if r.no_ground_truth:
             lines.append(f"- {r.suite}: {', '.join(r.no_ground_truth)} ship with an empty ground truth in AgentDojo, "
                          "so the always-obey agent has no calls to issue; they are not counted.")
+        if r.obeyed_guard_on < r.pairs:
+            lines.append(f"- {r.suite}: the agent met the payload and obeyed in only {r.obeyed_guard_on}/{r.pairs} "
+                         "pairs with the guard on; the others were never attacked.")
+        if r.attempted_guard_on > r.attacks_guard_on:
+            lines.append(f"- {r.suite}: over the *attempted* calls, refused ones included, AgentDojo's trace checks "
+                         f"would count {r.attempted_guard_on}/{r.pairs} with the guard on.")
         if r.successful_attacks_on:
             lines.append(f"- {r.suite}: attacks that succeeded with the guard on: {', '.join(r.successful_attacks_on)}")
     lines += ["", "## Ground truths the guard refused", ""]
