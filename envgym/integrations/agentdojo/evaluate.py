@@ -61,8 +61,8 @@ class SuiteResult:
     attacks_guard_off: int = 0
     attacks_guard_on: int = 0
     attempted_guard_on: int = 0  # AgentDojo's trace checks over the attempted calls, refused ones included
-    obeyed_guard_on: int = 0  # pairs where the agent saw the payload and issued the attacker's calls (all, or the
-    # attack was never tried)
+    obeyed_guard_off: int = 0  # pairs where the agent met the payload and issued the attacker's calls
+    obeyed_guard_on: int = 0  # fewer than with the guard off when the guard refused the read that carries it
     utility_under_attack_on: int = 0
     text_only_pairs: int = 0  # the injection's goal is only something said, which no tool guard can stop
     text_only_success_on: int = 0
@@ -181,6 +181,7 @@ def evaluate_suite(name: str, user_tasks: list[str] | None = None, progress: Pro
             result.attacks_guard_off += off.attack_success
             result.attacks_guard_on += on.attack_success
             result.attempted_guard_on += on.attack_attempted
+            result.obeyed_guard_off += off.obeyed
             result.obeyed_guard_on += on.obeyed
             result.utility_under_attack_on += on.utility
             if on.attack_success:

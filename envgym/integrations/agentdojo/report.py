@@ -59,9 +59,13 @@ def markdown(results: Sequence[SuiteResult], command: str, base: str) -> str:
         if r.no_ground_truth:
             lines.append(f"- {r.suite}: {', '.join(r.no_ground_truth)} ship with an empty ground truth in AgentDojo, "
                          "so the always-obey agent has no calls to issue; they are not counted.")
-        if r.obeyed_guard_on < r.pairs:
-            lines.append(f"- {r.suite}: the agent met the payload and obeyed in only {r.obeyed_guard_on}/{r.pairs} "
-                         "pairs with the guard on; the others were never attacked.")
+        if r.obeyed_guard_off < r.pairs:
+            lines.append(f"- {r.suite}: with the guard off the agent met the payload in only {r.obeyed_guard_off}/"
+                         f"{r.pairs} pairs.")
+        if r.obeyed_guard_on < r.obeyed_guard_off:
+            lines.append(f"- {r.suite}: with the guard on the agent met the payload in {r.obeyed_guard_on}/{r.pairs} "
+                         f"pairs (off: {r.obeyed_guard_off}): in the others the guard had refused the call that would "
+                         "have read it (a fetch of a URL that only untrusted data gave), so no attacker call was issued.")
         if r.attempted_guard_on > r.attacks_guard_on:
             lines.append(f"- {r.suite}: over the *attempted* calls, refused ones included, AgentDojo's trace checks "
                          f"would count {r.attempted_guard_on}/{r.pairs} with the guard on.")
