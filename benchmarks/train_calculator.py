@@ -10,6 +10,11 @@ last `--heldout` tasks, never used for SFT or GRPO) are evaluated greedily three
 calculator tasks allow 4 env steps, so `max_turns` is 4: an episode the trainer cuts earlier is never
 graded and scores 0. Writes `reward_curve.png`, `metrics.jsonl`, `report.json` and `results.md` to
 `--out`. Example: `python benchmarks/train_calculator.py --minutes 20 --out runs/bench-calculator`.
+
+`--profile` runs the warm start and then GRPO steps until one updates the policy, and prints that step's
+rollout and update times next to a plain-torch forward and backward of the same samples (full logits, each
+micro-batch padded to its longest sample, as the learner did before issue 14) measured in the same run, and
+the ratio step / raw; it writes `profile.md` and `profile.json` to `--out`.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +36,8 @@ import envgym  # noqa: F401  (registers envgym/* ids)
 from envgym.play.episode import run_episode
 from envgym.play.policies import OraclePolicy
 from envgym.train import GRPOConfig, GRPOTrainer
-from envgym.train.sft import conversation_samples, supervised_fine_tune
+from envgym.train.loss import token_logprobs
+from envgym.train.sft import collate, conversation_samples, supervised_fine_tune
 from envgym.train.tokens import TokenSample
 
 ENV_ID = "envgym/calculator-v0"
@@ -70,6 +78,11 @@ def main() -> int:
     parser.add_argument("--learning-rate", type=float, default=2e-5)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="token cap of one assistant turn")
+    parser.add_argument("--max-turns", type=int, default=4)
+    parser.add_argument("--profile", action="store_true",
+                        help="time one GRPO step against the raw forward+backward of its batch, then stop")
+    parser.add_argument("--profile-tries", type=int, default=3, help="--profile: steps tried for one that updates")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(args.threads)
@@ -82,9 +95,9 @@ def main() -> int:
         heldout_tasks=args.heldout,
         group_size=args.group_size,
         tasks_per_step=1,
-        max_new_tokens=64,
+        max_new_tokens=args.max_new_tokens,
         max_sequence_tokens=768,
-        max_turns=4,
+        max_turns=args.max_turns,
         micro_batch_size=2,
         learning_rate=args.learning_rate,
         max_steps=10_000,
@@ -95,23 +108,15 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.jsonl").unlink(missing_ok=True)  # the curve must show this run only
+    if args.profile:
+        return profile(trainer, args, load_before)
 
     started = time.perf_counter()
     base = trainer.evaluate()
     eval_s = time.perf_counter() - started
 
     started = time.perf_counter()
-    samples = oracle_samples(trainer, args.warm_start_tasks) if args.warm_start_steps else []
-    sft_losses = supervised_fine_tune(
-        trainer.model,
-        samples,
-        steps=args.warm_start_steps,
-        batch_size=args.warm_start_batch,
-        learning_rate=args.warm_start_lr,
-        pad_token_id=trainer.sampler.pad_token_id,
-        seed=args.seed,
-        console=trainer.console,
-    )
+    sft_losses = warm_start(trainer, args)
     sft_s = time.perf_counter() - started
     warm = trainer.evaluate() if args.warm_start_steps else base
     # Written before GRPO so (a) and (b) survive an interrupted run.
@@ -164,6 +169,113 @@ def main() -> int:
     print(json.dumps(report, indent=2))
     print(results_table(report))
     return 0
+
+
+def warm_start(trainer: GRPOTrainer, args: argparse.Namespace) -> list[float]:
+    """`--warm-start-steps` SFT steps on oracle runs of training tasks; the loss of each step."""
+    samples = oracle_samples(trainer, args.warm_start_tasks) if args.warm_start_steps else []
+    return supervised_fine_tune(
+        trainer.model,
+        samples,
+        steps=args.warm_start_steps,
+        batch_size=args.warm_start_batch,
+        learning_rate=args.warm_start_lr,
+        pad_token_id=trainer.sampler.pad_token_id,
+        seed=args.seed,
+        console=trainer.console,
+    )
+
+
+def raw_forward_backward(model: Any, samples: list[TokenSample], micro_batch_size: int, pad: int) -> float:
+    """Seconds for a plain forward (full logits and logsumexp at every position) and backward of `samples` in
+    micro-batches of `micro_batch_size`, each right-padded to its longest sample; gradients are discarded."""
+    model.train()
+    model.zero_grad(set_to_none=True)
+    started = time.perf_counter()
+    for start in range(0, len(samples), micro_batch_size):
+        ids, attention, mask = collate(samples[start : start + micro_batch_size], pad)
+        logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
+        logprobs = token_logprobs(logits, ids[:, 1:])
+        (logprobs * mask).sum().backward()
+    seconds = time.perf_counter() - started
+    model.zero_grad(set_to_none=True)
+    return seconds
+
+
+def profile(trainer: GRPOTrainer, args: argparse.Namespace, load_before: tuple[float, ...]) -> int:
+    """Warm start, GRPO steps until one updates, then the raw forward+backward of that step's samples."""
+    out = Path(args.out)
+    warm_start(trainer, args)
+    cfg = trainer.config
+    row: dict[str, Any] = {"updated": 0.0}
+    tried = 0
+    while not row["updated"]:
+        if tried == args.profile_tries:
+            raise SystemExit(f"--profile: no update in {tried} steps (every group had zero reward std)")
+        stats_before = dict(trainer.sampler.stats)
+        cfg.max_steps = trainer.step + 1
+        row = trainer.train()[-1]
+        tried += 1
+    rewards = [g.rewards for g in trainer.last_groups]
+    kept = [g for g in trainer.last_groups if statistics.pstdev(g.rewards) > cfg.zero_std_tolerance]
+    samples = [s for g in kept for e in g.episodes for s in e.samples]
+    chunks = [samples[i : i + cfg.micro_batch_size] for i in range(0, len(samples), cfg.micro_batch_size)]
+    raw_s = raw_forward_backward(trainer.model, samples, cfg.micro_batch_size, trainer.sampler.pad_token_id)
+    step_s = row["rollout_s"] + row["update_s"]
+    episodes = [e for g in trainer.last_groups for e in g.episodes]
+    report = {
+        "command": " ".join(shlex.quote(a) for a in [sys.executable.rsplit("/", 1)[-1], *sys.argv]),
+        "settings": {"group_size": cfg.group_size, "max_new_tokens": cfg.max_new_tokens,
+                     "max_turns": cfg.max_turns, "micro_batch_size": cfg.micro_batch_size,
+                     "torch_threads": args.threads},
+        "steps_tried": tried,
+        "rewards": rewards,
+        "rollout_s": round(row["rollout_s"], 2),
+        "update_s": round(row["update_s"], 2),
+        "step_s": round(step_s, 2),
+        "raw_forward_backward_s": round(raw_s, 2),
+        "step_over_raw": round(step_s / raw_s, 3),
+        "update_over_raw": round(row["update_s"] / raw_s, 3),
+        "episodes": len(episodes),
+        "samples": len(samples),
+        "prefix_mismatches": row["prefix_mismatches"],
+        "noncanonical_joins": row["noncanonical_joins"],
+        "sampled_tokens": sum(e.sampled_tokens for e in episodes),
+        "trained_tokens": int(row["trainable_tokens"]),
+        "learner_forwarded_tokens": int(row["forwarded_tokens"]),
+        "learner_padding_tokens": int(row["padding_tokens"]),
+        "raw_forwarded_tokens": sum(len(chunk) * max(len(s.token_ids) for s in chunk) for chunk in chunks),
+        "rollout_prefill_tokens": trainer.sampler.stats["prefill_tokens"] - stats_before["prefill_tokens"],
+        "rollout_decode_row_steps": trainer.sampler.stats["decode_row_steps"] - stats_before["decode_row_steps"],
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+    }
+    (out / "profile.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "profile.md").write_text(profile_table(report))
+    print(profile_table(report))
+    return 0
+
+
+def profile_table(report: dict[str, Any]) -> str:
+    r = report
+    return "\n".join([
+        f"`{r['command']}`",
+        "",
+        "| phase | seconds | / raw forward+backward |",
+        "|---|---|---|",
+        f"| rollout | {r['rollout_s']} | {r['rollout_s'] / r['raw_forward_backward_s']:.3f} |",
+        f"| update | {r['update_s']} | {r['update_over_raw']} |",
+        f"| GRPO step (rollout + update) | {r['step_s']} | **{r['step_over_raw']}** |",
+        f"| raw forward+backward, same samples | {r['raw_forward_backward_s']} | 1 |",
+        "",
+        f"{r['episodes']} episodes -> {r['samples']} samples ({r['prefix_mismatches']} prefix mismatches, "
+        f"{r['noncanonical_joins']} non-canonical joins); {r['sampled_tokens']} sampled tokens, "
+        f"{r['trained_tokens']} trained; learner forwarded {r['learner_forwarded_tokens']} tokens "
+        f"({r['learner_padding_tokens']} padding) against {r['raw_forwarded_tokens']} for the raw pass; rollout "
+        f"prefilled {r['rollout_prefill_tokens']} tokens and decoded {r['rollout_decode_row_steps']} row-steps. "
+        f"Settings {r['settings']}; load average before/after {r['loadavg_before']} / {r['loadavg_after']}.",
+        "",
+    ])
 
 
 def results_table(report: dict[str, Any]) -> str:

@@ -25,14 +25,17 @@ def trainable_state(model: Any, config: GRPOConfig) -> dict[str, torch.Tensor]:
 
 
 def save_checkpoint(output_dir: Path, model: Any, optimizer: torch.optim.Optimizer, config: GRPOConfig, step: int,
-                    version: int) -> Path:
-    """Write `checkpoint-<step>/` atomically (a temp dir renamed into place) and keep the newest two."""
+                    version: int, reference: Any = None) -> Path:
+    """Write `checkpoint-<step>/` atomically (a temp dir renamed into place) and keep the newest two; the frozen
+    KL reference model, when there is one, goes to `reference.pt`."""
     final = output_dir / f"{CHECKPOINT_PREFIX}{step:06d}"
     tmp = output_dir / f".tmp-{final.name}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     torch.save(trainable_state(model, config), tmp / "model.pt")
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    if reference is not None:
+        torch.save(reference.state_dict(), tmp / "reference.pt")
     state = {"step": step, "version": version, "config": config.to_dict()}
     (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
     shutil.rmtree(final, ignore_errors=True)
@@ -43,8 +46,9 @@ def save_checkpoint(output_dir: Path, model: Any, optimizer: torch.optim.Optimiz
 
 
 def load_checkpoint(output_dir: Path, where: str, model: Any, optimizer: torch.optim.Optimizer,
-                    config: GRPOConfig) -> tuple[Path, int, int]:
-    """Load `where` ('latest' or a checkpoint dir) into `model` and `optimizer`; returns (path, step, version)."""
+                    config: GRPOConfig) -> tuple[Path, int, int, dict[str, torch.Tensor] | None]:
+    """Load `where` ('latest' or a checkpoint dir) into `model` and `optimizer`; returns (path, step, version,
+    the KL reference's weights or None)."""
     if where == "latest":
         found = sorted(output_dir.glob(f"{CHECKPOINT_PREFIX}*"))
         if not found:
@@ -61,4 +65,5 @@ def load_checkpoint(output_dir: Path, where: str, model: Any, optimizer: torch.o
     else:
         model.load_state_dict(weights)
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
-    return path, int(state["step"]), int(state["version"])
+    reference = torch.load(path / "reference.pt", weights_only=True) if (path / "reference.pt").exists() else None
+    return path, int(state["step"]), int(state["version"]), reference

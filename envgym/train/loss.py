@@ -79,6 +79,7 @@ def policy_loss(
     max_length: int | None = None,
     num_sequences: int | None = None,
     num_tokens: int | None = None,
+    sequence_tokens: Tensor | None = None,
 ) -> LossOutput:
     """Clipped GRPO surrogate with optional k3 KL and truncated importance sampling.
 
@@ -93,10 +94,13 @@ def policy_loss(
     Reduction over the batch (`num_sequences` N and `num_tokens` M default to this batch's B and sum m;
     pass the optimizer step's totals when gradients accumulate over micro-batches):
 
-        grpo     sum_i [ sum_t l m / max(sum_t m, 1) ] / N   (an all-masked row adds 0 but counts in N)
+        grpo     sum_i [ sum_t l m / max(n_i, 1) ] / N        (an all-masked row adds 0 but counts in N)
         bnpo     sum l m / max(sum m, 1)                     (this batch's tokens)
         dapo     sum l m / max(M, 1)                         (the step's tokens)
         dr_grpo  sum l m / (N * max_length)
+
+    n_i (`sequence_tokens`, (B,)) defaults to sum_t m[i, t]; when one sequence (an episode) spans several
+    rows, each of its rows passes the sequence's total so the rows together add its one mean.
 
     `mask` is boolean (B, T); `advantages` is (B,). Values at masked positions are never read. The
     loss is computed in float32.
@@ -127,7 +131,8 @@ def policy_loss(
     per_token = _masked(per_token, mask)
 
     if loss_type == "grpo":
-        per_sequence = per_token.sum(dim=1) / mask.sum(dim=1).clamp_min(1)
+        counts = mask.sum(dim=1) if sequence_tokens is None else sequence_tokens.to(per_token.dtype)
+        per_sequence = per_token.sum(dim=1) / counts.clamp_min(1)
         denominator = float(n_seq)
         loss = per_sequence.sum() / max(n_seq, 1)
     elif loss_type == "bnpo":

@@ -30,12 +30,14 @@ class Sampler(Protocol):
 
 @dataclass
 class TokenTrajectory(Trajectory):
-    """A trajectory with what the trainer learns from: its token samples, the tokens sampled and how often the
-    sampler's tokens did not match the chat template's rendering (see `TrajectoryTokens`)."""
+    """A trajectory with what the trainer learns from: its token samples, the tokens sampled, how often the
+    sampler's tokens were not the chat template's tokenization but decoded to its text (joined) and how often
+    not even that (a new sample; see `TrajectoryTokens`)."""
 
     samples: list[TokenSample] = field(default_factory=list)
     sampled_tokens: int = 0
     prefix_mismatches: int = 0
+    noncanonical_joins: int = 0
 
 
 @dataclass
@@ -71,11 +73,14 @@ def run_group(
 
     An episode ends when the env terminates or truncates, after `max_turns` turns, or when its sample
     has no room left under `max_sequence_tokens`; the last two count as truncated with reward 0 (the env
-    never graded them). Each turn's completion is cut to the room left in its sample.
+    never graded them). Each turn's completion is cut to the room left in its sample, and a sample ends at
+    its last sampled token, so none is longer than `max_sequence_tokens`.
     """
     if len(envs) != len(task_ids):
         raise ValueError(f"run_group: {len(envs)} envs but {len(task_ids)} task ids")
     tokenizer = sampler.tokenizer
+    # A sampler with sessions (envgym.train.generation) reuses each episode's keys and values across turns.
+    turn_sampler = sampler.session() if hasattr(sampler, "session") else sampler
     runs = [EpisodeRun(env, seed=seed + index, options={"task_id": task_id}, record=TokenTrajectory)
             for index, (env, task_id) in enumerate(zip(envs, task_ids, strict=True))]
     episodes = [cast(TokenTrajectory, run.trajectory) for run in runs]
@@ -91,7 +96,7 @@ def run_group(
         if not runnable:
             active = []
             break
-        samples = sampler.sample(
+        samples = turn_sampler.sample(
             [tokens[i].current.token_ids for i in runnable],
             max_new_tokens=limits.max_new_tokens,
             temperature=temperature,
@@ -102,7 +107,7 @@ def run_group(
             room = limits.max_sequence_tokens - len(tokens[i].current.token_ids)
             ids, logprobs = list(sample.token_ids[:room]), list(sample.logprobs[:room])
             text_ids = ids[:-1] if ids and ids[-1] in sampler.eos_token_ids else ids
-            text = tokenizer.decode(text_ids, skip_special_tokens=False)
+            text = tokenizer.decode(text_ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
             tokens[i].add_completion(ids, logprobs, text)
             episodes[i].sampled_tokens += len(ids)
             answer = runs[i].step(text)
@@ -116,6 +121,7 @@ def run_group(
         episode.samples = trajectory_tokens.trainable_samples()
         episode.messages = trajectory_tokens.messages
         episode.prefix_mismatches = trajectory_tokens.prefix_mismatches
+        episode.noncanonical_joins = trajectory_tokens.noncanonical_joins
     return episodes
 
 

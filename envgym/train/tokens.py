@@ -1,10 +1,15 @@
 """Token-in/token-out trajectories: the sampler's exact ids and logprobs, env tokens appended with mask 0.
 
-Env, tool and user messages are tokenized by rendering the conversation with the chat template with and
-without them and appending the difference. That is only sound when the earlier tokens are a prefix of
-the new render (the extension property); when they are not (the model sampled a non-canonical
-tokenization, or the template rewrites history), the current sample is closed and a new one starts from
-the full re-rendered conversation, so no sample ever mixes two tokenizations.
+Env, tool and user messages are tokenized by rendering the conversation with the chat template with them
+and appending what the render adds after the sample's tokens:
+1. when the sample's tokens are a prefix of the new render's tokens (the extension property), the
+   render's remaining tokens;
+2. otherwise, when the sample's tokens *decode* to a prefix of the new render's text (the model sampled a
+   non-canonical tokenization of its own text, or a turn cut at the token cap), the remaining text
+   tokenized on its own: the sampled ids stay exactly as sampled and the sampler is prompted with these
+   very tokens next turn, so what is trained is what was sampled;
+3. only when neither holds (the template rewrites history, e.g. drops earlier reasoning) is the current
+   sample closed and a new one started from the full re-rendered conversation.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from envgym.llm.chat_template import encode_chat
+from envgym.llm.chat_template import render_chat
 
 
 @dataclass
@@ -49,18 +54,22 @@ class TrajectoryTokens:
         self.messages = [dict(m) for m in messages]
         self.samples: list[TokenSample] = []
         self.prefix_mismatches = 0
+        self.noncanonical_joins = 0
         self._start_sample()
 
     @property
     def current(self) -> TokenSample:
         return self.samples[-1]
 
-    def _render(self) -> list[int]:
-        return encode_chat(self.tokenizer, self.messages, self.tools, add_generation_prompt=True)
+    def _render(self) -> str:
+        return render_chat(self.tokenizer, self.messages, self.tools, add_generation_prompt=True)
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _start_sample(self) -> None:
         sample = TokenSample()
-        sample.extend(self._render(), 0)
+        sample.extend(self._encode(self._render()), 0)
         self.samples.append(sample)
 
     def add_completion(self, token_ids: list[int], logprobs: list[float], text: str) -> None:
@@ -73,18 +82,32 @@ class TrajectoryTokens:
     def add_messages(self, new_messages: list[dict[str, Any]]) -> bool:
         """Append env/tool/user messages (mask 0) up to the next generation prompt.
 
-        Returns False when the prefix check failed and a new sample was started.
+        Returns False when neither the token nor the text prefix check held and a new sample was started
+        (see the module docstring).
         """
         self.messages.extend(dict(m) for m in new_messages)
-        rendered = self._render()
+        text = self._render()
+        rendered = self._encode(text)
         current = self.current.token_ids
         if rendered[: len(current)] == current:
             self.current.extend(rendered[len(current) :], 0)
+            return True
+        decoded = self.tokenizer.decode(current, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        if text.startswith(decoded):
+            self.noncanonical_joins += 1
+            self.current.extend(self._encode(text[len(decoded) :]), 0)
             return True
         self.prefix_mismatches += 1
         self._start_sample()
         return False
 
     def trainable_samples(self) -> list[TokenSample]:
-        """Samples holding at least one policy token (a sample opened just before the end has none)."""
-        return [s for s in self.samples if s.trainable_tokens > 0]
+        """Samples holding at least one policy token (a sample opened just before the end has none), each
+        without the env tokens after its last policy token: nothing is learned from them."""
+        kept = []
+        for sample in self.samples:
+            if sample.trainable_tokens == 0:
+                continue
+            end = max(t for t, bit in enumerate(sample.mask) if bit) + 1
+            kept.append(TokenSample(sample.token_ids[:end], sample.mask[:end], sample.logprobs[:end]))
+        return kept

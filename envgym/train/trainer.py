@@ -7,7 +7,6 @@ import json
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +14,12 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from envgym.llm.local import TransformersSampler
 from envgym.rewards.combine import RewardSource, build_reward_source
 from envgym.train.checkpoints import load_checkpoint, save_checkpoint
 from envgym.train.config import GRPOConfig
-from envgym.train.loss import group_advantages, policy_loss, token_logprobs
+from envgym.train.generation import CachedSampler
+from envgym.train.learner import StepBatches
+from envgym.train.loss import group_advantages, policy_loss
 from envgym.train.plot import plot_reward_curve
 from envgym.train.policy import load_policy
 from envgym.train.rollout import (
@@ -29,7 +29,6 @@ from envgym.train.rollout import (
     RolloutWorker,
     run_group,
 )
-from envgym.train.tokens import TokenSample
 
 
 def make_env(env_id: str) -> Any:
@@ -39,13 +38,6 @@ def make_env(env_id: str) -> Any:
     import envgym  # noqa: F401  (registers envgym/* ids)
 
     return gym.make(env_id)
-
-
-@dataclass
-class _Item:
-    sample: TokenSample
-    advantage: float
-    old_logprobs: torch.Tensor | None = None
 
 
 class GRPOTrainer:
@@ -81,15 +73,14 @@ class GRPOTrainer:
                 ),
             )
         self.model = model
-        self.reference = None
-        if config.beta != 0.0 and not config.use_lora:
-            self.reference = copy.deepcopy(model).eval().requires_grad_(False)
+        # The KL reference is the policy as GRPO starts (after any warm start), frozen by `train`.
+        self.reference: Any = None
         self.optimizer = torch.optim.AdamW(
             [p for p in model.parameters() if p.requires_grad],
             lr=config.learning_rate,
             weight_decay=config.weight_decay,
         )
-        self.sampler = TransformersSampler(model, self.tokenizer)
+        self.sampler = CachedSampler(model, self.tokenizer)
         self.env_factory = env_factory or (lambda: make_env(config.env_id))
         self.envs = [self.env_factory() for _ in range(config.group_size)]
         self.reward_source = reward_source or build_reward_source(
@@ -109,6 +100,7 @@ class GRPOTrainer:
         self.step = 0
         self.version = 0
         self.dropped_stale = 0
+        self.last_groups: list[Group] = []  # the newest step's groups (benchmarks/train_calculator.py --profile)
 
     # ------------------------------------------------------------------ rollouts
 
@@ -155,32 +147,15 @@ class GRPOTrainer:
 
     # ------------------------------------------------------------------ learning
 
-    def _batch(self, items: list[_Item]) -> tuple[torch.Tensor, ...]:
-        width = max(len(i.sample.token_ids) for i in items)
-        pad = self.sampler.pad_token_id
-        ids = torch.full((len(items), width), pad, dtype=torch.long)
-        attention = torch.zeros((len(items), width), dtype=torch.long)
-        mask = torch.zeros((len(items), width), dtype=torch.bool)
-        behaviour = torch.zeros((len(items), width))
-        for row, item in enumerate(items):
-            n = len(item.sample.token_ids)
-            ids[row, :n] = torch.tensor(item.sample.token_ids)
-            attention[row, :n] = 1
-            mask[row, :n] = torch.tensor(item.sample.mask, dtype=torch.bool)
-            behaviour[row, :n] = torch.tensor(item.sample.logprobs)
-        # Position t of the shifted tensors scores token t + 1 given tokens <= t.
-        return ids, attention, mask[:, 1:], behaviour[:, 1:]
-
-    def _logprobs(self, model: Any, ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
-        logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
-        return token_logprobs(logits, ids[:, 1:], self.config.temperature)
-
-    def _reference_logprobs(self, ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
+    def _reference_logprobs(self, batches: StepBatches) -> list[torch.Tensor]:
+        """Per micro-batch log-probabilities under the frozen reference (LoRA: the base model)."""
         with torch.no_grad():
             if self.reference is not None:
-                return self._logprobs(self.reference, ids, attention)
+                prefix = batches.prefix_forward(self.reference, grad=False)
+                return [batches.logprobs(self.reference, m, self.config.temperature, prefix) for m in batches.micro]
             with self.model.disable_adapter():  # LoRA: the frozen base model is the reference
-                return self._logprobs(self.model, ids, attention)
+                prefix = batches.prefix_forward(self.model, grad=False)
+                return [batches.logprobs(self.model, m, self.config.temperature, prefix) for m in batches.micro]
 
     def _update(self, groups: list[Group]) -> dict[str, float]:
         cfg = self.config
@@ -191,66 +166,61 @@ class GRPOTrainer:
             std_floor=cfg.std_floor,
             zero_std_tolerance=cfg.zero_std_tolerance,
         )
-        items = [
-            _Item(sample, float(advantages[g, j]))
-            for g, group in enumerate(groups)
-            if keep[g]
-            for j, episode in enumerate(group.episodes)
-            for sample in episode.samples
-        ]
-        stats: dict[str, float] = {"updated": 0.0, "samples": float(len(items))}
-        if not items:
+        kept = [(g, j, episode) for g, group in enumerate(groups) if keep[g] for j, episode in enumerate(group.episodes)]
+        samples = [sample for _, _, episode in kept for sample in episode.samples]
+        # A split episode is one sequence: its samples share the advantage and, for "grpo", one token count.
+        sample_advantage = [float(advantages[g, j]) for g, j, episode in kept for _ in episode.samples]
+        episode_tokens = [float(sum(s.trainable_tokens for s in episode.samples))
+                          for _, _, episode in kept for _ in episode.samples]
+        stats: dict[str, float] = {"updated": 0.0, "samples": float(len(samples)), "episodes": float(len(kept))}
+        if not samples:
             return stats
-        micro = [items[i : i + cfg.micro_batch_size] for i in range(0, len(items), cfg.micro_batch_size)]
-        n_tokens = sum(i.sample.trainable_tokens for i in items)
+        batches = StepBatches(samples, cfg.micro_batch_size, self.sampler.pad_token_id)
+        n_tokens = sum(s.trainable_tokens for s in samples)
         totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "is_weight": 0.0, "grad_norm": 0.0}
         self.model.train()
+        old: list[torch.Tensor] | None = None
         if cfg.num_iterations > 1:
             with torch.no_grad():
-                for chunk in micro:
-                    ids, attention, _, _ = self._batch(chunk)
-                    old = self._logprobs(self.model, ids, attention)
-                    for row, item in enumerate(chunk):
-                        item.old_logprobs = old[row]
+                prefix = batches.prefix_forward(self.model, grad=False)
+                old = [batches.logprobs(self.model, m, cfg.temperature, prefix) for m in batches.micro]
+        reference = self._reference_logprobs(batches) if cfg.beta else None
         for _ in range(cfg.num_iterations):
             self.optimizer.zero_grad(set_to_none=True)
-            for chunk in micro:
-                ids, attention, mask, behaviour = self._batch(chunk)
-                logprobs = self._logprobs(self.model, ids, attention)
-                if cfg.num_iterations > 1:
-                    old = torch.stack([i.old_logprobs for i in chunk if i.old_logprobs is not None])[
-                        :, : logprobs.shape[1]
-                    ]
-                else:
-                    old = logprobs.detach()  # one pass: pi_old is the current policy, exactly
+            prefix = batches.prefix_forward(self.model, grad=True)
+            for index, micro in enumerate(batches.micro):
+                logprobs = batches.logprobs(self.model, micro, cfg.temperature, prefix)
                 out = policy_loss(
                     logprobs,
-                    old,
-                    torch.tensor([i.advantage for i in chunk]),
-                    mask,
+                    old[index] if old is not None else logprobs.detach(),  # one pass: pi_old is the policy
+                    torch.tensor([sample_advantage[r] for r in micro.rows]),
+                    micro.mask,
                     loss_type=cfg.loss_type,
                     epsilon_low=cfg.epsilon_low,
                     epsilon_high=cfg.epsilon_high,
                     beta=cfg.beta,
-                    ref_logprobs=self._reference_logprobs(ids, attention) if cfg.beta else None,
-                    behaviour_logprobs=behaviour,
+                    ref_logprobs=reference[index] if reference is not None else None,
+                    behaviour_logprobs=micro.behaviour,
                     tis_cap=cfg.tis_cap,
                     max_length=cfg.max_sequence_tokens,
-                    num_sequences=len(items),
+                    num_sequences=len(kept),
                     num_tokens=n_tokens,
+                    sequence_tokens=torch.tensor([episode_tokens[r] for r in micro.rows]),
                 )
-                loss = out.loss / len(micro) if cfg.loss_type == "bnpo" else out.loss
+                loss = out.loss / len(batches.micro) if cfg.loss_type == "bnpo" else out.loss
                 loss.backward()
                 share = out.tokens / max(n_tokens, 1) / cfg.num_iterations
                 totals["loss"] += loss.item() / cfg.num_iterations
                 totals["kl"] += out.kl * share
                 totals["clip_fraction"] += out.clip_fraction * share
                 totals["is_weight"] += out.is_weight_mean * share
+            prefix.backward()
             params = [p for p in self.model.parameters() if p.requires_grad]
             norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
             totals["grad_norm"] += float(norm) / cfg.num_iterations
             self.optimizer.step()
-        stats.update(totals, updated=1.0, trainable_tokens=float(n_tokens))
+        stats.update(totals, updated=1.0, trainable_tokens=float(n_tokens),
+                     forwarded_tokens=float(batches.forwarded_tokens), padding_tokens=float(batches.padding_tokens))
         return stats
 
     def _step_metrics(self, groups: list[Group], learn: dict[str, float], rollout_s: float) -> dict[str, Any]:
@@ -265,12 +235,15 @@ class GRPOTrainer:
             "policy_version": self.version,
             "reward_mean": float(rewards.mean()),
             "reward_std": float(rewards.std(unbiased=False)),
+            "reward_min": float(rewards.min()),
+            "reward_max": float(rewards.max()),
             "success_rate": sum(e.success for e in episodes) / len(episodes),
             "frac_zero_std_groups": sum(s <= self.config.zero_std_tolerance for s in group_std) / len(groups),
             "tool_call_frequency": calls / max(turns, 1),
             "tool_failure_frequency": sum(len(e.tool_errors) for e in episodes) / max(calls, 1),
             "truncated_fraction": sum(e.truncated for e in episodes) / len(episodes),
             "prefix_mismatches": sum(e.prefix_mismatches for e in episodes),
+            "noncanonical_joins": sum(e.noncanonical_joins for e in episodes),
             "max_staleness_seen": max(self.version - g.policy_version for g in groups),
             "dropped_stale": self.dropped_stale,
             "rollout_s": rollout_s,
@@ -278,16 +251,27 @@ class GRPOTrainer:
             **learn,
         }
 
+    def freeze_reference(self) -> None:
+        """Freeze a copy of the current policy as the KL reference (beta != 0, full weights), once: `train`
+        calls it, so a warm start done between construction and `train` is part of the reference."""
+        if self.reference is None and self.config.beta != 0.0 and not self.config.use_lora:
+            self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
+
     # ------------------------------------------------------------------ checkpoints
 
     def save_checkpoint(self) -> Path:
         """Write `checkpoint-<step>/` atomically and prune old ones (see `envgym.train.checkpoints`)."""
-        return save_checkpoint(self.output_dir, self.model, self.optimizer, self.config, self.step, self.version)
+        return save_checkpoint(self.output_dir, self.model, self.optimizer, self.config, self.step, self.version,
+                               reference=self.reference)
 
     def load_checkpoint(self, where: str) -> Path:
         """Restore weights, optimizer, step and version from `where` ('latest' or a checkpoint dir)."""
-        path, self.step, self.version = load_checkpoint(self.output_dir, where, self.model, self.optimizer,
-                                                        self.config)
+        path, self.step, self.version, reference = load_checkpoint(
+            self.output_dir, where, self.model, self.optimizer, self.config
+        )
+        if reference is not None:
+            self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
+            self.reference.load_state_dict(reference)
         if self.metrics_path.exists():  # rows written after this checkpoint belong to the abandoned run
             rows = [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line.strip()]
             kept = [row for row in rows if row.get("step", 0) < self.step]
@@ -303,6 +287,7 @@ class GRPOTrainer:
         self.output_dir.mkdir(parents=True, exist_ok=True)
         if cfg.resume_from:
             self.load_checkpoint(cfg.resume_from)
+        self.freeze_reference()
         worker = self._start_worker() if cfg.async_rollouts else None
         buffer = worker.buffer if worker is not None else None
         rows: list[dict[str, Any]] = []
@@ -331,6 +316,8 @@ class GRPOTrainer:
                         group.rewards = self.reward_source.score(group.episodes)
                     rollout_s = time.perf_counter() - started
                     learn = self._update(groups)
+                    learn["update_s"] = time.perf_counter() - started - rollout_s
+                    self.last_groups = groups
                     row = self._step_metrics(groups, learn, rollout_s)
                     self.step += 1
                     if learn["updated"]:
@@ -368,7 +355,7 @@ class GRPOTrainer:
     def _start_worker(self) -> RolloutWorker:
         """A rollout thread with its own copy of the policy and its own envs."""
         model = copy.deepcopy(self.model).eval()
-        sampler = TransformersSampler(model, self.tokenizer)
+        sampler = CachedSampler(model, self.tokenizer)
         envs = [self.env_factory() for _ in range(self.config.group_size)]
         offset = self.step * self.config.tasks_per_step
         worker = RolloutWorker(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -117,19 +118,39 @@ def test_failed_tool_call_result(smollm2_tokenizer: Any) -> None:
     _check_concatenation_equals_full_render(smollm2_tokenizer, trajectory)
 
 
-def test_non_canonical_sampled_tokens_start_a_new_sample(smollm2_tokenizer: Any) -> None:
+def test_non_canonical_sampled_tokens_are_kept_and_the_env_text_joined(smollm2_tokenizer: Any) -> None:
     tokenizer = smollm2_tokenizer
     trajectory = TrajectoryTokens(tokenizer, OPENING, TOOLS)
-    # "hello" sampled one character at a time re-tokenizes to fewer tokens: the prefix check must fail.
+    # "hello" sampled one character at a time re-tokenizes to fewer tokens: the token prefix check fails, but
+    # the tokens decode to the render's text, so the sample goes on with them exactly as sampled.
     odd = [tokenizer.convert_tokens_to_ids(ch) for ch in "hello"] + [tokenizer.eos_token_id]
     assert tokenizer.decode(odd[:-1]) == "hello"
+    prompt = list(trajectory.current.token_ids)
     trajectory.add_completion(odd, [-1.0] * len(odd), "hello")
+    assert trajectory.add_messages([{"role": "user", "content": "Please use the tool."}]) is True
+    assert trajectory.prefix_mismatches == 0 and trajectory.noncanonical_joins == 1
+    (sample,) = trajectory.samples
+    assert sample.token_ids[: len(prompt) + len(odd)] == prompt + odd
+    assert sample.mask == [0] * len(prompt) + [1] * len(odd) + [0] * (len(sample.token_ids) - len(prompt) - len(odd))
+    assert tokenizer.decode(sample.token_ids) == tokenizer.decode(_full_render(tokenizer, trajectory)) + (
+        "<|im_start|>assistant\n"
+    )
+    (trained,) = trajectory.trainable_samples()
+    assert trained.token_ids == prompt + odd  # the env tokens after the last sampled one are not trained on
+
+
+def test_a_template_that_rewrites_history_starts_a_new_sample(smollm2_tokenizer: Any) -> None:
+    tokenizer = copy.deepcopy(smollm2_tokenizer)
+    tokenizer.chat_template = tokenizer.chat_template.replace("message['content']", "message['content'] | trim")
+    trajectory = TrajectoryTokens(tokenizer, OPENING, TOOLS)
+    ids, logprobs = _sampled(tokenizer, "hello  ")  # the template trims the two spaces off when re-rendering
+    trajectory.add_completion(ids, logprobs, "hello  ")
     assert trajectory.add_messages([{"role": "user", "content": "Please use the tool."}]) is False
     assert trajectory.prefix_mismatches == 1 and len(trajectory.samples) == 2
     first, second = trajectory.samples
-    assert first.token_ids[-len(odd) :] == odd and first.mask[-len(odd) :] == [1] * len(odd)
+    assert first.token_ids[-len(ids) :] == ids and first.mask[-len(ids) :] == [1] * len(ids)
     assert second.trainable_tokens == 0
     assert tokenizer.decode(second.token_ids).endswith(
-        "Please use the tool.<|im_end|>\n<|im_start|>assistant\n"
+        "hello<|im_end|>\n<|im_start|>user\nPlease use the tool.<|im_end|>\n<|im_start|>assistant\n"
     )
     assert trajectory.trainable_samples() == [first]

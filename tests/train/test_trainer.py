@@ -14,6 +14,8 @@ import torch
 from envgym.play.episode import Trajectory
 from envgym.train import GRPOConfig, GRPOTrainer
 from envgym.train.policy import tiny_random_policy
+from envgym.train.rollout import Group, TokenTrajectory
+from envgym.train.tokens import TokenSample
 
 pytestmark = pytest.mark.slow
 
@@ -121,3 +123,39 @@ def test_async_lora_run_with_kl(tmp_path: Path) -> None:
     assert all(r["max_staleness_seen"] <= 1 and math.isfinite(r["loss"]) for r in rows)
     assert rows[-1]["kl"] >= 0.0
     assert (tmp_path / "run" / "checkpoint-000002" / "model.pt").exists()
+
+
+def _sample(tokens: int) -> TokenSample:
+    sample = TokenSample()
+    sample.extend([1, 2, 3, 4], 0)
+    sample.extend(list(range(10, 10 + tokens)), 1, [-1.0] * tokens)
+    return sample
+
+
+def test_grpo_reduction_counts_a_split_episode_once(tmp_path: Path) -> None:
+    # Rewards 1 and 0 give advantages +1 and -1; with pi_old = pi and no TIS every token's loss is -A, so the
+    # per-episode means are -1 and +1 and the "grpo" loss is their mean, 0, however episode 0 was split.
+    trainer = GRPOTrainer(
+        _config(tmp_path, loss_type="grpo", tis_cap=None, group_size=2),
+        policy=tiny_random_policy(seed=6),
+        reward_source=RandomReward(),
+    )
+    split = TokenTrajectory("calculator", "t", [], [], samples=[_sample(3), _sample(5)])
+    whole = TokenTrajectory("calculator", "t", [], [], samples=[_sample(4)])
+    stats = trainer._update([Group("t", [split, whole], 0, rewards=[1.0, 0.0])])
+    assert stats["updated"] == 1.0 and stats["samples"] == 3.0
+    assert abs(stats["loss"]) < 1e-6
+
+
+def test_kl_reference_is_the_policy_as_grpo_starts(tmp_path: Path) -> None:
+    policy = tiny_random_policy(seed=8)
+    trainer = GRPOTrainer(
+        _config(tmp_path, beta=0.1, max_steps=1, save_every=0), policy=policy, reward_source=RandomReward()
+    )
+    with torch.no_grad():  # a warm start between construction and GRPO (as benchmarks/train_calculator.py does)
+        for parameter in policy[0].parameters():
+            parameter.add_(0.01)
+    warm = {k: v.clone() for k, v in policy[0].state_dict().items()}
+    trainer.train()
+    reference = trainer.reference.state_dict()
+    assert all(torch.equal(reference[k], v) for k, v in warm.items())

@@ -1,0 +1,215 @@
+"""Rollout generation that reuses key/value caches across turns and drops finished rows from the batch.
+
+A `CachedSampler.session()` keeps the keys and values of every sequence it has seen (prompt plus the sampled
+tokens fed back), so the next turn of an episode, whose prompt extends its previous sequence, prefills only
+the new env tokens; the prompt prefix all rows of a call share (the system prompt and task of a GRPO group)
+is prefilled once. Rows leave the decode batch as soon as they sample an end token. Token ids and logprobs are
+those of the distribution each token was sampled from, `log_softmax(logits / temperature)` over the full
+vocabulary (greedy at temperature 0), as `envgym.llm.local.TransformersSampler` returns them.
+
+A session holds keys and values computed with the weights of the moment: open a new one after each update.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+
+from envgym.llm.local import TokenSample
+
+KeyValues = list[tuple[torch.Tensor, torch.Tensor]]  # per layer, each (kv_heads, length, head_dim)
+
+
+@dataclass
+class _Entry:
+    token_ids: list[int]
+    kv: KeyValues
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for index in range(n):
+        if a[index] != b[index]:
+            return index
+    return n
+
+
+def causal_lm(model: Any) -> Any:
+    """The transformers causal LM inside `model` (a peft wrapper's base model, adapters still active)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+class CachedSampler:
+    """Token ids in, sampled ids and their logprobs out, with prefix caching inside a `session()`."""
+
+    def __init__(self, model: Any, tokenizer: Any) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        eos = tokenizer.eos_token_id
+        self.eos_token_ids: set[int] = set(eos if isinstance(eos, list) else [eos])
+        self.pad_token_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+        self.stats = {"prefill_tokens": 0, "decode_row_steps": 0}
+
+    def session(self) -> SamplerSession:
+        """A sampler whose calls share one prefix cache (one rollout group, weights unchanged)."""
+        return SamplerSession(self)
+
+    def sample(
+        self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int | None = None
+    ) -> list[TokenSample]:
+        """One continuation per prompt, caching only within this call."""
+        return self.session().sample(prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+
+
+class SamplerSession:
+    """The prefix cache of one group of episodes; `sample` has the `Sampler` signature."""
+
+    def __init__(self, owner: CachedSampler) -> None:
+        self.owner = owner
+        self.tokenizer = owner.tokenizer
+        self.eos_token_ids = owner.eos_token_ids
+        self.entries: list[_Entry] = []
+
+    def _best(self, prompt: list[int]) -> tuple[_Entry | None, int]:
+        best, length = None, 0
+        for entry in self.entries:
+            common = min(_common_prefix(entry.token_ids, prompt), len(prompt) - 1)
+            if common > length:
+                best, length = entry, common
+        return best, length
+
+    def _add(self, entry: _Entry) -> None:
+        # An entry whose ids start another's is redundant: the longer one holds the same keys and values.
+        n = len(entry.token_ids)
+        self.entries = [e for e in self.entries
+                        if not (len(e.token_ids) <= n and entry.token_ids[: len(e.token_ids)] == e.token_ids)]
+        self.entries.append(entry)
+
+    def _share_prefix(self, prompts: list[list[int]]) -> None:
+        """Prefill the prefix all prompts share once, when no cached entry covers it yet."""
+        shared = min(len(p) - 1 for p in prompts)
+        for prompt in prompts[1:]:
+            shared = min(shared, _common_prefix(prompts[0], prompt))
+        if len(prompts) < 2 or shared <= self._best(prompts[0])[1]:
+            return
+        entry = self._run([prompts[0][:shared]], max_new_tokens=0, temperature=0.0, generator=None)[1][0]
+        self._add(entry)
+
+    def sample(
+        self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int | None = None
+    ) -> list[TokenSample]:
+        if not prompts:
+            return []
+        if any(not p for p in prompts):
+            raise ValueError("CachedSampler.sample: every prompt needs at least one token")
+        generator = torch.Generator()
+        generator.manual_seed(seed if seed is not None else 0)
+        was_training = self.owner.model.training
+        self.owner.model.eval()
+        try:
+            with torch.no_grad():
+                self._share_prefix(prompts)
+                samples, entries = self._run(prompts, max_new_tokens, temperature, generator)
+        finally:
+            self.owner.model.train(was_training)
+        for entry in entries:
+            self._add(entry)
+        return samples
+
+    def _run(
+        self, prompts: list[list[int]], max_new_tokens: int, temperature: float, generator: torch.Generator | None
+    ) -> tuple[list[TokenSample], list[_Entry]]:
+        """Prefill each prompt's uncached suffix, then decode; returns the samples and each row's cache entry."""
+        lm = causal_lm(self.owner.model)
+        matches = [self._best(p) for p in prompts]
+        past = [length for _, length in matches]
+        width_past = max(past)
+        suffixes = [p[length:] for p, length in zip(prompts, past, strict=True)]
+        width = max(len(s) for s in suffixes)
+        rows = len(prompts)
+        # Row layout: [pad, cached prefix, pad, uncached suffix]; the last column is every row's last prompt token.
+        ids = torch.full((rows, width), self.owner.pad_token_id, dtype=torch.long)
+        attention = torch.zeros((rows, width_past + width), dtype=torch.long)
+        positions = torch.zeros((rows, width), dtype=torch.long)
+        for row, (suffix, length) in enumerate(zip(suffixes, past, strict=True)):
+            ids[row, width - len(suffix):] = torch.tensor(suffix)
+            attention[row, width_past - length: width_past] = 1
+            attention[row, width_past + width - len(suffix):] = 1
+            positions[row, width - len(suffix):] = torch.arange(length, length + len(suffix))
+        cache = DynamicCache(ddp_cache_data=self._padded_past(matches, width_past)) if width_past else DynamicCache()
+        self.owner.stats["prefill_tokens"] += sum(len(s) for s in suffixes)
+        logits = lm(input_ids=ids, attention_mask=attention, position_ids=positions, cache=cache,
+                    use_cache=True, logits_to_keep=1).logits[:, -1].float()
+        fed = [list(p) for p in prompts]
+        sampled: list[list[int]] = [[] for _ in prompts]
+        logprobs: list[list[float]] = [[] for _ in prompts]
+        finished = [False] * rows
+        entries: list[_Entry | None] = [None] * rows
+        live = list(range(rows))  # batch row -> prompt index
+        next_position = positions[:, -1] + 1
+        for step in range(max_new_tokens):
+            scores = torch.log_softmax(logits if temperature <= 0 else logits / temperature, dim=-1)
+            if temperature <= 0:
+                chosen = scores.argmax(dim=-1)
+            else:
+                chosen = torch.multinomial(scores.exp(), 1, generator=generator).squeeze(1)
+            picked = scores.gather(-1, chosen.unsqueeze(1)).squeeze(1)
+            keep = []
+            for batch_row, index in enumerate(live):
+                token = int(chosen[batch_row])
+                sampled[index].append(token)
+                logprobs[index].append(float(picked[batch_row]))
+                if token in self.eos_token_ids:
+                    finished[index] = True
+                elif step + 1 < max_new_tokens:
+                    keep.append(batch_row)
+                    continue
+                entries[index] = self._entry(fed[index], cache, attention, batch_row)
+            if not keep:
+                live = []
+                break
+            self.owner.stats["decode_row_steps"] += len(keep)
+            index_tensor = torch.tensor(keep)
+            if len(keep) < len(live):
+                cache.batch_select_indices(index_tensor)
+                attention, next_position, chosen = attention[index_tensor], next_position[index_tensor], chosen[index_tensor]
+            live = [live[r] for r in keep]
+            for index in live:
+                fed[index].append(sampled[index][-1])
+            attention = torch.cat([attention, torch.ones((len(live), 1), dtype=torch.long)], dim=1)
+            logits = lm(input_ids=chosen.unsqueeze(1), attention_mask=attention,
+                        position_ids=next_position.unsqueeze(1), cache=cache, use_cache=True).logits[:, -1].float()
+            next_position = next_position + 1
+        for batch_row, index in enumerate(live):  # max_new_tokens == 0: the prompts themselves are cached
+            entries[index] = self._entry(fed[index], cache, attention, batch_row)
+        samples = [TokenSample(sampled[i], logprobs[i], finished[i]) for i in range(rows)]
+        return samples, [e for e in entries if e is not None]
+
+    def _padded_past(self, matches: list[tuple[_Entry | None, int]], width: int) -> KeyValues:
+        layers = len(next(e for e, _ in matches if e is not None).kv)
+        out: KeyValues = []
+        for layer in range(layers):
+            keys, values = [], []
+            for entry, length in matches:
+                if entry is None:
+                    reference = next(e for e, _ in matches if e is not None).kv[layer][0]
+                    key = value = reference.new_zeros((reference.shape[0], 0, reference.shape[2]))
+                else:
+                    key, value = entry.kv[layer][0][:, :length], entry.kv[layer][1][:, :length]
+                pad = width - length
+                keys.append(torch.nn.functional.pad(key, (0, 0, pad, 0)))
+                values.append(torch.nn.functional.pad(value, (0, 0, pad, 0)))
+            out.append((torch.stack(keys), torch.stack(values)))
+        return out
+
+    @staticmethod
+    def _entry(fed: list[int], cache: DynamicCache, attention: torch.Tensor, batch_row: int) -> _Entry:
+        real = attention[batch_row, : cache.get_seq_length()].bool()
+        layers: list[Any] = list(cache.layers)
+        kv = [(layer.keys[batch_row][:, real], layer.values[batch_row][:, real]) for layer in layers]
+        if int(real.sum()) != len(fed):
+            raise RuntimeError(f"CachedSampler: {int(real.sum())} cached positions for {len(fed)} tokens")
+        return _Entry(list(fed), kv)

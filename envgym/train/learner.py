@@ -1,0 +1,144 @@
+"""The learner's forward passes: length-sorted micro-batches, the shared prompt prefix computed once per step,
+and logits and logsumexp only at the positions that are trained.
+
+Every sample of a step starts with the same tokens (the system prompt, and with one task per step the user's
+request too). `StepBatches.prefix_forward` runs that prefix once; each micro-batch then runs only its samples'
+remaining tokens on top of the prefix's keys and values. Gradients flowing into those keys and values are
+summed over the micro-batches and pushed through the prefix in one backward (`PrefixState.backward`),
+so the gradient is exactly that of running every sample whole. Only positions whose next token has mask 1 go
+through the output head (`token_logprobs` on an (N, V) matrix instead of (B, T, V)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+
+from envgym.train.generation import KeyValues, causal_lm
+from envgym.train.loss import token_logprobs
+from envgym.train.tokens import TokenSample
+
+
+@dataclass
+class MicroBatch:
+    """Samples' tokens after the shared prefix, right-padded. Position t of `mask`/`behaviour` scores token
+    t + 1 of `ids` (the first of `ids` is scored from the prefix's last position, never trained)."""
+
+    rows: list[int]  # indices into the step's sample list
+    ids: torch.Tensor  # (B, R)
+    attention: torch.Tensor  # (B, P + R)
+    mask: torch.Tensor  # (B, R - 1) bool
+    behaviour: torch.Tensor  # (B, R - 1)
+    padding: int
+
+
+def _shared_prefix(samples: list[TokenSample]) -> int:
+    """Tokens every sample shares, stopping one before the first trained token's predecessor."""
+    first = samples[0].token_ids
+    shared = min(len(s.token_ids) for s in samples) - 1
+    for sample in samples[1:]:
+        ids = sample.token_ids
+        limit = min(shared, len(ids))
+        index = 0
+        while index < limit and ids[index] == first[index]:
+            index += 1
+        shared = index
+    for sample in samples:
+        shared = min(shared, sample.mask.index(1) - 1)
+    return max(shared, 0)
+
+
+class StepBatches:
+    """The micro-batches of one optimizer step and the forward passes over them."""
+
+    def __init__(self, samples: list[TokenSample], micro_batch_size: int, pad_token_id: int) -> None:
+        if not samples:
+            raise ValueError("StepBatches: no samples")
+        self.samples = samples
+        self.prefix_ids = samples[0].token_ids[: _shared_prefix(samples)]
+        order = sorted(range(len(samples)), key=lambda i: (-len(samples[i].token_ids), i))
+        chunks = [order[i : i + micro_batch_size] for i in range(0, len(order), micro_batch_size)]
+        self.micro = [self._micro(rows, pad_token_id) for rows in chunks]
+
+    @property
+    def prefix_length(self) -> int:
+        return len(self.prefix_ids)
+
+    def _micro(self, rows: list[int], pad: int) -> MicroBatch:
+        start = self.prefix_length
+        rests = [self.samples[r] for r in rows]
+        width = max(len(s.token_ids) - start for s in rests)
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(rows), start + width), dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.bool)
+        behaviour = torch.zeros((len(rows), width))
+        for row, sample in enumerate(rests):
+            n = len(sample.token_ids) - start
+            ids[row, :n] = torch.tensor(sample.token_ids[start:])
+            attention[row, : start + n] = 1
+            mask[row, :n] = torch.tensor(sample.mask[start:], dtype=torch.bool)
+            behaviour[row, :n] = torch.tensor(sample.logprobs[start:])
+        padding = int(width * len(rows) - sum(len(s.token_ids) - start for s in rests))
+        return MicroBatch(rows, ids, attention, mask[:, 1:], behaviour[:, 1:], padding)
+
+    @property
+    def forwarded_tokens(self) -> int:
+        """Token positions the learner runs per pass over the step (prefix once, padding included)."""
+        return self.prefix_length + sum(m.ids.numel() for m in self.micro)
+
+    @property
+    def padding_tokens(self) -> int:
+        return sum(m.padding for m in self.micro)
+
+    def prefix_forward(self, model: Any, *, grad: bool) -> PrefixState:
+        """Run the shared prefix once with `model` (see `PrefixState`)."""
+        if not self.prefix_ids:
+            return PrefixState([], [])
+        ids = torch.tensor([self.prefix_ids])
+        with torch.set_grad_enabled(grad):
+            cache = causal_lm(model).get_decoder()(input_ids=ids, use_cache=True).cache
+        outputs = [(layer.keys, layer.values) for layer in cache.layers]
+        leaves = [(k.detach().requires_grad_(grad), v.detach().requires_grad_(grad)) for k, v in outputs]
+        return PrefixState(outputs, leaves)
+
+    def logprobs(self, model: Any, micro: MicroBatch, temperature: float, prefix: PrefixState) -> torch.Tensor:
+        """(B, R - 1) log-probabilities of the micro-batch's tokens, computed at mask-1 positions only
+        (0 elsewhere: the loss never reads them), on top of `prefix` computed with the same model."""
+        lm = causal_lm(model)
+        rows = micro.ids.shape[0]
+        cache = None
+        if prefix.leaves:
+            cache = DynamicCache(
+                ddp_cache_data=[(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1)) for k, v in prefix.leaves]
+            )
+        positions = torch.arange(self.prefix_length, self.prefix_length + micro.ids.shape[1]).unsqueeze(0)
+        hidden = lm.get_decoder()(
+            input_ids=micro.ids, attention_mask=micro.attention, position_ids=positions, cache=cache,
+            use_cache=cache is not None,
+        ).last_hidden_state[:, :-1]
+        logits = lm.get_output_embeddings()(hidden[micro.mask])
+        picked = token_logprobs(logits, micro.ids[:, 1:][micro.mask], temperature)
+        return torch.zeros(micro.mask.shape, dtype=picked.dtype).masked_scatter(micro.mask, picked)
+
+
+@dataclass
+class PrefixState:
+    """The shared prefix's keys and values per layer: `outputs` as computed, `leaves` detached copies the
+    micro-batches attend to. With gradients on, the leaves collect the micro-batches' gradients and
+    `backward` pushes their sum through the prefix once."""
+
+    outputs: KeyValues
+    leaves: KeyValues
+
+    def backward(self) -> None:
+        outputs, grads = [], []
+        for pair, leaf_pair in zip(self.outputs, self.leaves, strict=True):
+            for out, leaf in zip(pair, leaf_pair, strict=True):
+                if leaf.grad is not None and out.requires_grad:
+                    outputs.append(out)
+                    grads.append(leaf.grad)
+        if outputs:
+            torch.autograd.backward(outputs, grads)

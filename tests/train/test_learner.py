@@ -1,0 +1,76 @@
+"""The learner's passes (shared prefix once, trained positions only) against plain whole-sequence forwards."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from envgym.train.learner import StepBatches
+from envgym.train.loss import token_logprobs
+from envgym.train.policy import tiny_random_policy
+from envgym.train.tokens import TokenSample
+
+
+def _sample(prompt: list[int], turns: list[tuple[list[int], int]]) -> TokenSample:
+    sample = TokenSample()
+    sample.extend(prompt, 0)
+    for ids, bit in turns:
+        sample.extend(ids, bit, [-1.0] * len(ids) if bit else None)
+    return sample
+
+
+SAMPLES = [
+    _sample([1, 5, 9, 13, 17, 21], [([30, 31, 32], 1), ([40, 41], 0), ([50, 51, 52, 53], 1)]),
+    _sample([1, 5, 9, 13, 17, 21], [([33, 34], 1)]),
+    _sample([1, 5, 9, 13, 17, 21, 25], [([60, 61, 62, 63, 64], 1)]),  # a longer prompt, e.g. a split sample
+]
+
+
+def _plain_weighted_sum(model: torch.nn.Module, samples: list[TokenSample]) -> torch.Tensor:
+    total = torch.zeros(())
+    for index, sample in enumerate(samples):
+        ids = torch.tensor([sample.token_ids])
+        logits = model(input_ids=ids).logits[:, :-1]
+        logprobs = token_logprobs(logits, ids[:, 1:], 0.7)[0]
+        mask = torch.tensor(sample.mask[1:], dtype=torch.bool)
+        total = total + (index + 1) * logprobs[mask].sum()
+    return total
+
+
+@pytest.mark.parametrize("micro_batch_size", [1, 2])
+def test_prefix_once_and_trained_positions_only_give_the_plain_values_and_gradients(micro_batch_size: int) -> None:
+    model, _ = tiny_random_policy(seed=7)
+    model.train()
+    _plain_weighted_sum(model, SAMPLES).backward()
+    expected = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+
+    batches = StepBatches(SAMPLES, micro_batch_size, pad_token_id=0)
+    assert batches.prefix_length == 5  # the shared prompt, less its last token (it scores the first trained one)
+    prefix = batches.prefix_forward(model, grad=True)
+    values = {}
+    for micro in batches.micro:
+        logprobs = batches.logprobs(model, micro, 0.7, prefix)
+        weights = torch.tensor([row + 1.0 for row in micro.rows]).unsqueeze(1)
+        (logprobs * micro.mask * weights).sum().backward()
+        for row, r in enumerate(micro.rows):
+            values[r] = logprobs[row][micro.mask[row]].detach()
+    prefix.backward()
+
+    with torch.no_grad():
+        for r, sample in enumerate(SAMPLES):
+            ids = torch.tensor([sample.token_ids])
+            plain = token_logprobs(model(input_ids=ids).logits[:, :-1], ids[:, 1:], 0.7)[0]
+            assert torch.allclose(values[r], plain[torch.tensor(sample.mask[1:], dtype=torch.bool)], atol=1e-5)
+    got = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+    assert got.keys() == expected.keys()
+    for name, grad in expected.items():  # equal up to float32 summation order
+        assert (got[name] - grad).abs().max() <= 1e-5 * grad.abs().max(), name
+
+
+def test_micro_batches_are_length_sorted_and_pad_little() -> None:
+    batches = StepBatches(SAMPLES, 2, pad_token_id=0)
+    lengths = [[len(SAMPLES[r].token_ids) for r in micro.rows] for micro in batches.micro]
+    assert lengths == [[15, 12], [8]]
+    assert batches.padding_tokens == 3  # 10 - 7 after the 5-token prefix
+    assert batches.forwarded_tokens == 5 + 2 * 10 + 3

@@ -1,0 +1,63 @@
+"""Rollouts with a real (tiny, random) policy on envgym/calculator-v0: token caps and cached generation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+import envgym  # noqa: F401  (registers envgym/* ids)
+from envgym.llm.chat_template import encode_chat
+from envgym.llm.local import TransformersSampler
+from envgym.train.generation import CachedSampler
+from envgym.train.policy import tiny_random_policy
+from envgym.train.rollout import RolloutLimits, run_group
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def policy() -> tuple[Any, Any]:
+    return tiny_random_policy(seed=11)
+
+
+def test_no_sample_is_longer_than_max_sequence_tokens(policy: tuple[Any, Any]) -> None:
+    model, tokenizer = policy
+    envs = [gym.make("envgym/calculator-v0") for _ in range(2)]
+    _, info = envs[0].reset(seed=0, options={"task_id": "mul_000"})
+    prompt = len(encode_chat(tokenizer, info["messages"], info["tools"], add_generation_prompt=True))
+    # Room for one 12-token turn; the env's reply to it (a random model never calls the tool) does not fit.
+    limits = RolloutLimits(max_new_tokens=12, max_sequence_tokens=prompt + 16, max_turns=3)
+    episodes = run_group(envs, ["mul_000"] * 2, CachedSampler(model, tokenizer), limits, temperature=1.0, seed=2)
+    assert all(len(e.messages) > 3 for e in episodes)  # the env did answer after the cut
+    lengths = [len(s.token_ids) for e in episodes for s in e.samples]
+    assert lengths and max(lengths) <= limits.max_sequence_tokens
+    assert all(e.truncated and e.reward == 0.0 for e in episodes)
+
+
+def test_cached_generation_matches_uncached_generation_over_turns(policy: tuple[Any, Any]) -> None:
+    model, tokenizer = policy
+    plain = TransformersSampler(model, tokenizer)
+    cached = CachedSampler(model, tokenizer)
+    session = cached.session()
+    opening = tokenizer("<|im_start|>system\nUse the calculator.<|im_end|>\n<|im_start|>user\nWhat is 3 * 4?"
+                        "<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+    prompts = [opening, [*opening, 28, 29], opening[:-2]]  # one shares less of the prompt than the others
+    env = tokenizer("<|im_end|>\n<|im_start|>user\nGo on.<|im_end|>\n<|im_start|>assistant\n",
+                    add_special_tokens=False)["input_ids"]
+    prefilled = 0
+    for _turn in range(2):
+        before = cached.stats["prefill_tokens"]
+        expected = plain.sample(prompts, max_new_tokens=6, temperature=0.0)
+        got = session.sample(prompts, max_new_tokens=6, temperature=0.0)
+        assert [s.token_ids for s in got] == [s.token_ids for s in expected]
+        for mine, theirs in zip(got, expected, strict=True):
+            assert max(abs(a - b) for a, b in zip(mine.logprobs, theirs.logprobs, strict=True)) < 1e-4
+        prefilled = cached.stats["prefill_tokens"] - before
+        prompts = [p + s.token_ids + env for p, s in zip(prompts, got, strict=True)]
+    # Turn two prefilled only what each row had not fed yet: its last sampled token and the env tokens.
+    assert prefilled == 3 * (1 + len(env))
+    first = cached.session().sample(prompts, max_new_tokens=6, temperature=1.0, seed=5)
+    again = cached.session().sample(prompts, max_new_tokens=6, temperature=1.0, seed=5)
+    assert [s.token_ids for s in first] == [s.token_ids for s in again]
