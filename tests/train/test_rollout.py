@@ -29,7 +29,7 @@ def test_no_sample_is_longer_than_max_sequence_tokens(policy: tuple[Any, Any]) -
     prompt = len(encode_chat(tokenizer, info["messages"], info["tools"], add_generation_prompt=True))
     # Room for one 12-token turn; the env's reply to it (a random model never calls the tool) does not fit.
     limits = RolloutLimits(max_new_tokens=12, max_sequence_tokens=prompt + 16, max_turns=3)
-    episodes = run_group(envs, ["mul_000"] * 2, CachedSampler(model, tokenizer), limits, temperature=1.0, seed=2)
+    episodes = run_group(envs, ["mul_000"] * 2, TransformersSampler(model, tokenizer), limits, temperature=1.0, seed=2)
     assert all(len(e.messages) > 3 for e in episodes)  # the env did answer after the cut
     lengths = [len(s.token_ids) for e in episodes for s in e.samples]
     assert lengths and max(lengths) <= limits.max_sequence_tokens
