@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from envgym.rewards.combine import RewardSource, build_reward_source
+from envgym.train import distributed
 from envgym.train.checkpoints import load_checkpoint, save_checkpoint
 from envgym.train.config import GRPOConfig
 from envgym.train.generation import CachedSampler
@@ -72,6 +73,7 @@ class GRPOTrainer:
                     task_type="CAUSAL_LM",
                 ),
             )
+        distributed.broadcast_parameters(model)  # ranks start from rank 0's weights (no-op in one process)
         self.model = model
         # The KL reference is the policy as GRPO starts (after any warm start), frozen by `train`.
         self.reference: Any = None
@@ -158,69 +160,85 @@ class GRPOTrainer:
                 return [batches.logprobs(self.model, m, self.config.temperature, prefix) for m in batches.micro]
 
     def _update(self, groups: list[Group]) -> dict[str, float]:
+        """One optimizer step on `groups`. Under torch.distributed each rank learns from its shard of whole
+        groups with the denominators of all ranks and the gradients summed (see `envgym.train.distributed`)."""
         cfg = self.config
-        rewards = torch.tensor([g.rewards for g in groups], dtype=torch.float64)
-        advantages, keep = group_advantages(
-            rewards,
-            scale=cfg.scale_rewards,
-            std_floor=cfg.std_floor,
-            zero_std_tolerance=cfg.zero_std_tolerance,
-        )
-        kept = [(g, j, episode) for g, group in enumerate(groups) if keep[g] for j, episode in enumerate(group.episodes)]
+        groups = distributed.shard(groups)
+        kept: list[tuple[int, int, Any]] = []
+        advantages = torch.zeros((0, 0))
+        if groups:
+            rewards = torch.tensor([g.rewards for g in groups], dtype=torch.float64)
+            advantages, keep = group_advantages(
+                rewards,
+                scale=cfg.scale_rewards,
+                std_floor=cfg.std_floor,
+                zero_std_tolerance=cfg.zero_std_tolerance,
+            )
+            kept = [(g, j, e) for g, group in enumerate(groups) if keep[g] for j, e in enumerate(group.episodes)]
         samples = [sample for _, _, episode in kept for sample in episode.samples]
         # A split episode is one sequence: its samples share the advantage and, for "grpo", one token count.
         sample_advantage = [float(advantages[g, j]) for g, j, episode in kept for _ in episode.samples]
         episode_tokens = [float(sum(s.trainable_tokens for s in episode.samples))
                           for _, _, episode in kept for _ in episode.samples]
-        stats: dict[str, float] = {"updated": 0.0, "samples": float(len(samples)), "episodes": float(len(kept))}
-        if not samples:
+        batches = StepBatches(samples, cfg.micro_batch_size, self.sampler.pad_token_id) if samples else None
+        counts = distributed.GlobalCounts.gather(
+            len(kept), sum(s.trainable_tokens for s in samples), len(batches.micro) if batches else 0
+        )
+        n_samples = distributed.all_reduce_sum([len(samples)])[0]
+        stats: dict[str, float] = {"updated": 0.0, "samples": n_samples, "episodes": float(counts.sequences)}
+        if counts.sequences == 0:  # the same on every rank: all skip together
             return stats
-        batches = StepBatches(samples, cfg.micro_batch_size, self.sampler.pad_token_id)
-        n_tokens = sum(s.trainable_tokens for s in samples)
-        totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "is_weight": 0.0, "grad_norm": 0.0}
+        n_tokens = counts.tokens
+        totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "is_weight": 0.0}
+        grad_norm = 0.0
         self.model.train()
         old: list[torch.Tensor] | None = None
-        if cfg.num_iterations > 1:
+        if cfg.num_iterations > 1 and batches is not None:
             with torch.no_grad():
                 prefix = batches.prefix_forward(self.model, grad=False)
                 old = [batches.logprobs(self.model, m, cfg.temperature, prefix) for m in batches.micro]
-        reference = self._reference_logprobs(batches) if cfg.beta else None
+        reference = self._reference_logprobs(batches) if cfg.beta and batches is not None else None
+        params = [p for p in self.model.parameters() if p.requires_grad]
         for _ in range(cfg.num_iterations):
             self.optimizer.zero_grad(set_to_none=True)
-            prefix = batches.prefix_forward(self.model, grad=True)
-            for index, micro in enumerate(batches.micro):
-                logprobs = batches.logprobs(self.model, micro, cfg.temperature, prefix)
-                out = policy_loss(
-                    logprobs,
-                    old[index] if old is not None else logprobs.detach(),  # one pass: pi_old is the policy
-                    torch.tensor([sample_advantage[r] for r in micro.rows]),
-                    micro.mask,
-                    loss_type=cfg.loss_type,
-                    epsilon_low=cfg.epsilon_low,
-                    epsilon_high=cfg.epsilon_high,
-                    beta=cfg.beta,
-                    ref_logprobs=reference[index] if reference is not None else None,
-                    behaviour_logprobs=micro.behaviour,
-                    tis_cap=cfg.tis_cap,
-                    max_length=cfg.max_sequence_tokens,
-                    num_sequences=len(kept),
-                    num_tokens=n_tokens,
-                    sequence_tokens=torch.tensor([episode_tokens[r] for r in micro.rows]),
-                )
-                loss = out.loss / len(batches.micro) if cfg.loss_type == "bnpo" else out.loss
-                loss.backward()
-                share = out.tokens / max(n_tokens, 1) / cfg.num_iterations
-                totals["loss"] += loss.item() / cfg.num_iterations
-                totals["kl"] += out.kl * share
-                totals["clip_fraction"] += out.clip_fraction * share
-                totals["is_weight"] += out.is_weight_mean * share
-            prefix.backward()
-            params = [p for p in self.model.parameters() if p.requires_grad]
+            if batches is not None:
+                prefix = batches.prefix_forward(self.model, grad=True)
+                for index, micro in enumerate(batches.micro):
+                    logprobs = batches.logprobs(self.model, micro, cfg.temperature, prefix)
+                    out = policy_loss(
+                        logprobs,
+                        old[index] if old is not None else logprobs.detach(),  # one pass: pi_old is the policy
+                        torch.tensor([sample_advantage[r] for r in micro.rows]),
+                        micro.mask,
+                        loss_type=cfg.loss_type,
+                        epsilon_low=cfg.epsilon_low,
+                        epsilon_high=cfg.epsilon_high,
+                        beta=cfg.beta,
+                        ref_logprobs=reference[index] if reference is not None else None,
+                        behaviour_logprobs=micro.behaviour,
+                        tis_cap=cfg.tis_cap,
+                        max_length=cfg.max_sequence_tokens,
+                        num_sequences=counts.sequences,
+                        num_tokens=n_tokens,
+                        sequence_tokens=torch.tensor([episode_tokens[r] for r in micro.rows]),
+                    )
+                    loss = out.loss / counts.micro_batches if cfg.loss_type == "bnpo" else out.loss
+                    loss.backward()
+                    share = out.tokens / max(n_tokens, 1) / cfg.num_iterations
+                    totals["loss"] += loss.item() / cfg.num_iterations
+                    totals["kl"] += out.kl * share
+                    totals["clip_fraction"] += out.clip_fraction * share
+                    totals["is_weight"] += out.is_weight_mean * share
+                prefix.backward()
+            distributed.all_reduce_gradients(params)
             norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-            totals["grad_norm"] += float(norm) / cfg.num_iterations
+            grad_norm += float(norm) / cfg.num_iterations
             self.optimizer.step()
-        stats.update(totals, updated=1.0, trainable_tokens=float(n_tokens),
-                     forwarded_tokens=float(batches.forwarded_tokens), padding_tokens=float(batches.padding_tokens))
+        forwarded = batches.forwarded_tokens if batches else 0
+        padding = batches.padding_tokens if batches else 0
+        summed = distributed.all_reduce_sum([*totals.values(), forwarded, padding])
+        stats.update(dict(zip(totals, summed[: len(totals)], strict=True)), grad_norm=grad_norm, updated=1.0,
+                     trainable_tokens=float(n_tokens), forwarded_tokens=summed[-2], padding_tokens=summed[-1])
         return stats
 
     def _step_metrics(self, groups: list[Group], learn: dict[str, float], rollout_s: float) -> dict[str, Any]:
@@ -272,7 +290,7 @@ class GRPOTrainer:
         if reference is not None:
             self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
             self.reference.load_state_dict(reference)
-        if self.metrics_path.exists():  # rows written after this checkpoint belong to the abandoned run
+        if distributed.is_main() and self.metrics_path.exists():  # rows written after this checkpoint belong to the abandoned run
             rows = [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line.strip()]
             kept = [row for row in rows if row.get("step", 0) < self.step]
             self.metrics_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
@@ -330,12 +348,14 @@ class GRPOTrainer:
                     row["step_s"] = time.perf_counter() - started
                     if cfg.eval_every and self.step % cfg.eval_every == 0:
                         row.update({f"eval_{k}": v for k, v in self.evaluate().items()})
-                    with self.metrics_path.open("a", encoding="utf-8") as handle:
-                        handle.write(json.dumps(row) + "\n")
+                    if distributed.is_main():  # rank 0 writes metrics and checkpoints
+                        with self.metrics_path.open("a", encoding="utf-8") as handle:
+                            handle.write(json.dumps(row) + "\n")
                     rows.append(row)
                     out_of_time = deadline is not None and time.perf_counter() >= deadline
+                    out_of_time = distributed.all_reduce_sum([out_of_time])[0] > 0  # ranks stop together
                     periodic = cfg.save_every and self.step % cfg.save_every == 0
-                    if periodic or self.step == cfg.max_steps or out_of_time:
+                    if (periodic or self.step == cfg.max_steps or out_of_time) and distributed.is_main():
                         self.save_checkpoint()
                     progress.update(
                         bar,
@@ -349,7 +369,8 @@ class GRPOTrainer:
         finally:
             if worker is not None:
                 worker.stop()
-        plot_reward_curve(self.metrics_path, self.output_dir / "reward_curve.png")
+        if distributed.is_main():
+            plot_reward_curve(self.metrics_path, self.output_dir / "reward_curve.png")
         return rows
 
     def _start_worker(self) -> RolloutWorker:
