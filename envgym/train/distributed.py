@@ -109,7 +109,7 @@ class GlobalCounts:
     @classmethod
     def gather(cls, sequences: int, tokens: int, micro_batches: int) -> GlobalCounts:
         n, m, k = all_reduce_sum([sequences, tokens, micro_batches])
-        return cls(int(round(n)), int(round(m)), int(round(k)))
+        return cls(round(n), round(m), round(k))
 
 
 def all_reduce_gradients(params: Iterable[torch.nn.Parameter]) -> None:
