@@ -13,7 +13,7 @@ from envgym.cli.common import CliError, add_json_flag, print_json, stderr
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from envgym.train import GRPOConfig, GRPOTrainer
+    from envgym.train import GRPOConfig, GRPOTrainer, distributed
 
     overrides: dict[str, Any] = {}
     for item in args.set:
@@ -31,6 +31,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     except (ValueError, yaml.YAMLError) as exc:
         # GRPOConfig's errors name the file or --set and the field: the user's input, not a bug.
         raise CliError(str(exc)) from None
+    try:
+        distributed.init_from_env()  # under torchrun: join the process group; rank 0 writes (envgym.train.distributed)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     trainer = GRPOTrainer(config, console=stderr)
     before = trainer.evaluate() if args.evaluate else None
     rows = trainer.train()
@@ -42,6 +46,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         "heldout_before": before,
         "heldout_after": after,
     }
+    if not distributed.is_main():
+        return 0
     if args.json:
         print_json(summary)
     else:

@@ -125,3 +125,33 @@ def test_two_gloo_ranks_match_one_process(two_ranks: list[dict[str, Any]], loss_
             # atol: 1e-3 of one Adam step (lr 1e-2); summing in another order moves near-zero gradients' steps.
             torch.testing.assert_close(result["params"][name], expected, rtol=1e-4, atol=1e-5)
     assert moved > 1e-4  # the step changed the weights, so equal parameters say something
+
+
+def test_torchrun_train_on_two_ranks_resumes_into_one_process(tmp_path: Path) -> None:
+    # `envgym train` under torchrun: 2 gloo ranks learn from their shards of calculator-v0 groups, rank 0
+    # alone writes metrics and checkpoints, and one process resumes from that checkpoint.
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    settings = [f"--set={s}" for s in (
+        "model=tiny-random", f"output_dir={out}", "group_size=2", "tasks_per_step=2", "max_new_tokens=8",
+        "max_turns=1", "heldout_tasks=2", "save_every=1",
+        "zero_std_tolerance=-1",  # a random policy earns reward 0 everywhere: keep the groups so steps update
+    )]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    two = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+           "-m", "envgym.cli", "train", *settings, "--set=max_steps=2", "--json"]
+    done = subprocess.run(two, capture_output=True, text=True, timeout=600, env=env, cwd=Path.cwd())
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1]  # one row per step: rank 1 wrote none
+    assert all(r["updated"] == 1.0 and r["episodes"] == 4.0 for r in rows)  # both ranks' shards counted
+    one = [sys.executable, "-m", "envgym.cli", "train", *settings, "--set=max_steps=3", "--set=resume_from=latest",
+           "--json"]
+    done = subprocess.run(one, capture_output=True, text=True, timeout=600, env=env, cwd=Path.cwd())
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    assert summary["steps"] == 3 and summary["last"]["policy_version"] == 2
+    assert (out / "checkpoint-000003").is_dir()
