@@ -186,7 +186,7 @@ class GRPOTrainer:
         )
         n_samples = distributed.all_reduce_sum([len(samples)])[0]
         stats: dict[str, float] = {"updated": 0.0, "samples": n_samples, "episodes": float(counts.sequences)}
-        if counts.sequences == 0:  # the same on every rank: all skip together
+        if n_samples == 0:  # the same on every rank: all skip together
             return stats
         n_tokens = counts.tokens
         totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "is_weight": 0.0}
