@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from envgym.guard.provenance import USER, Provenance, leaves
+from envgym.guard.provenance import USER, Provenance, leaves, parse_result
 from envgym.guard.text import normalize, spans
 from envgym.world.errors import EnvConfigError
 from envgym.world.spec import ToolLabel, WorldSpec
@@ -73,6 +73,8 @@ class ToolRule(_Model):
     content: list[str] = Field(default_factory=list)
     secret: list[str] = Field(default_factory=list, description="New values of credentials: the user's turns only.")
     fetch: list[str] = Field(default_factory=list, description="Arguments a read sends to an outside server.")
+    chosen: list[str] = Field(default_factory=list, description="Arguments that say what a write is (an event's "
+                              "title): the user's choice, never text copied out of untrusted data.")
     target: TargetRule | None = None
     intent: list[str] | None = Field(None, description="Words of the user's request that ask for this action; "
                                      "default: the tool name's verb for destructive and unlabelled tools.")
@@ -87,6 +89,9 @@ class GuardConfig(_Model):
     delimit: bool = True
     allow_domains: list[str] = Field(default_factory=list, description="Recipients at these domains are trusted.")
     allow_recipients: list[str] = Field(default_factory=list)
+    private: dict[str, list[str]] = Field(default_factory=dict, description="Private record fields (a passport "
+                                          "number) -> words of a request that asks to send them; any other call "
+                                          "that carries their values out is held.")
     tools: dict[str, ToolRule] = Field(default_factory=dict)
 
 
@@ -116,6 +121,7 @@ class _Policy:
     control: tuple[str, ...] | None  # None: every argument not named by content/secret/fetch/target
     content: tuple[str, ...]
     secret: tuple[str, ...]
+    chosen: tuple[str, ...]
     fetch: tuple[str, ...]
     target: TargetRule | None
     intent: tuple[str, ...]
@@ -139,8 +145,8 @@ def _compile(name: str, labels: set[str], rule: ToolRule) -> _Policy:
     else:
         intent = ()
     control = tuple(rule.control) if rule.control is not None else (None if side_effect else ())
-    return _Policy(source, control, tuple(rule.content), tuple(rule.secret), tuple(rule.fetch), rule.target, intent,
-                   dict(rule.limits), rule.enabled)
+    return _Policy(source, control, tuple(rule.content), tuple(rule.secret), tuple(rule.chosen), tuple(rule.fetch),
+                   rule.target, intent, dict(rule.limits), rule.enabled)
 
 
 class Guard:
@@ -204,6 +210,21 @@ class Guard:
         source = self.policies.get(tool, self._unknown).source
         if source != "sink":
             provenance.add_result(content, trusted=source == "trusted")
+            if self.config.private:
+                self.record_private(provenance, parse_result(content))
+
+    def record_private(self, provenance: Provenance, result: Any) -> None:
+        """Tell `provenance` the values of `result` (a JSON-like value) in the fields `private` declares."""
+        if isinstance(result, dict):
+            for key, item in result.items():
+                if key in self.config.private:
+                    for value in leaves(item):
+                        provenance.add_private(value, key)
+                else:
+                    self.record_private(provenance, item)
+        elif isinstance(result, list | tuple):
+            for item in result:
+                self.record_private(provenance, item)
 
     def judge(self, tool: str, arguments: Mapping[str, Any], provenance: Provenance,
               lookup: RecordLookup | None = None) -> Verdict:
@@ -219,6 +240,7 @@ class Guard:
                    if isinstance(args.get(arg), int | float) and args[arg] > limit]
         if policy.checked and (policy.source == "sink" or policy.fetch):
             reasons += self._scope(tool, policy, args, provenance, lookup)
+            reasons += self._private(policy, args, provenance)
             if provenance.tainted:
                 reasons += self._flow(policy, args, provenance)
         return Verdict(tool, args, tuple(reasons))
@@ -243,6 +265,22 @@ class Guard:
                 reasons.append(f"argument {target.arg}={key!r} is a {target.entity} record the user did not ask about")
         return reasons
 
+    def _private(self, policy: _Policy, args: dict[str, Any], provenance: Provenance) -> list[str]:
+        """Private values (`GuardConfig.private`) a call would carry out when the user's request does not ask to send
+        that field, wherever the value was read: the recipient being trusted does not make the data the user's choice."""
+        if not provenance.private:
+            return []
+        user = provenance.said[0]
+        reasons: list[str] = []
+        for arg in args if policy.source == "sink" else policy.fetch:
+            for value in leaves(args.get(arg)):
+                for field in provenance.private_in(value):
+                    words = self.config.private.get(field, [])
+                    if not any(_has_word(user, normalize(w)) for w in words):
+                        reasons.append(f"argument {arg} carries the private {field}, which the user's request does "
+                                       "not ask to send")
+        return reasons
+
     def _flow(self, policy: _Policy, args: dict[str, Any], provenance: Provenance) -> list[str]:
         reasons: list[str] = []
         named = {*policy.content, *policy.secret, *policy.fetch, *((policy.target.arg,) if policy.target else ())}
@@ -257,6 +295,11 @@ class Guard:
                 if USER not in provenance.sources(value) or provenance.in_untrusted(value):
                     reasons.append(f"argument {arg} is a new credential that the user did not type or that untrusted "
                                    "data holds")
+        for arg in policy.chosen:
+            for value in leaves(args.get(arg)):
+                if provenance.in_untrusted(value) and not provenance.trusted(value):
+                    reasons.append(f"argument {arg}={value!r} is text copied out of untrusted data, not the user's "
+                                   "choice")
         for arg in policy.content:
             for value in leaves(args.get(arg)):
                 for token in provenance.untrusted_tokens(value):

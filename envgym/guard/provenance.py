@@ -31,7 +31,7 @@ def leaves(value: Any) -> Iterator[str]:
         yield value if isinstance(value, str) else json.dumps(value)
 
 
-def _parse(content: str) -> Any:
+def parse_result(content: str) -> Any:
     try:
         return json.loads(content)
     except ValueError:
@@ -75,6 +75,7 @@ class Provenance:
         self._untrusted_squashed = ""
         self._indicators: dict[str, str] = {}  # address, link or host -> its squashed form
         self._said: tuple[str, str] | None = None
+        self.private: dict[str, str] = {}  # normal form of a private value -> its field
 
     # ---------------------------------------------------------------- feeding
 
@@ -93,11 +94,17 @@ class Provenance:
             self._untrusted.append(content)
             self.tainted = True
 
+    def add_private(self, value: str, field: str) -> None:
+        """Record a value of a private field (`GuardConfig.private`); short values are too common to track."""
+        low = normalize(value)
+        if len(squash(low)) >= 4:
+            self.private[low] = field
+
     # Parsing and scanning are lazy: most steps are never judged, and most judged calls need neither.
 
     def _leaves_of_untrusted(self) -> list[str]:
         for content in self._untrusted[self._parsed:]:
-            self._untrusted_leaves.extend(normalize(v) for v in leaves(_parse(content)))
+            self._untrusted_leaves.extend(normalize(v) for v in leaves(parse_result(content)))
         self._parsed = len(self._untrusted)
         return self._untrusted_leaves
 
@@ -159,6 +166,13 @@ class Provenance:
         low = normalize(value)
         return bool(low) and (low in self._untrusted_text or (len(squash(low)) >= 6
                                                             and squash(low) in self._untrusted_squashed))
+
+    def private_in(self, text: str) -> list[str]:
+        """The private fields whose values `text` holds, in any spelling its normal form shows."""
+        low = normalize(text)
+        squashed = squash(low)
+        return list(dict.fromkeys(field for value, field in self.private.items()
+                                  if value in low or squash(value) in squashed))
 
     def untrusted_tokens(self, text: str) -> list[str]:
         """Addresses, links and hosts in `text` (any spelling, base64 included) that untrusted data wrote and no

@@ -32,6 +32,7 @@ class Sink:
     control: tuple[str, ...]
     content: tuple[str, ...] = ()
     secret: tuple[str, ...] = ()
+    chosen: tuple[str, ...] = ()
     target: TargetRule | None = None
     intent: tuple[str, ...] | None = None  # None: the guard's default (the verb of a destructive tool's name)
 
@@ -44,7 +45,9 @@ _EVENT = TargetRule(arg="event_id", entity="event", names=["title"])
 _EMAIL_TARGET = TargetRule(arg="email_id", entity="email", names=["subject"])
 _EMAIL = Sink(_EGRESS, ("recipients", "cc", "bcc", "attachments"), ("subject", "body"))
 # Writing to the user's calendar is a write the user must ask for, even with nobody invited.
-_CREATE_EVENT = Sink(_EGRESS, ("participants",), ("title", "description", "location"),
+# Its title says which event it is: the user's choice, so never a title copied out of untrusted data (an injected
+# "create an event titled ..." asks for a second event the user did not).
+_CREATE_EVENT = Sink(_EGRESS, ("participants",), ("title", "description", "location"), chosen=("title",),
                      intent=("calendar", "event", "remind", "meeting", "schedule"))
 
 
@@ -93,6 +96,12 @@ TRUSTED_READS: dict[str, frozenset[str]] = {
     }),
     "banking": frozenset({"get_iban", "get_balance", "get_scheduled_transactions", "get_user_info"}),
     "slack": frozenset({"get_users_in_channel"}),
+}
+
+# Fields of the user's records that only leave when the user's request asks to send them (-> the words that ask).
+PRIVATE: dict[str, dict[str, list[str]]] = {
+    "travel": {"passport_number": ["passport"], "credit_card_number": ["credit card", "card number"],
+               "bank_account_number": ["bank account", "account number"], "ID_number": ["id number"]},
 }
 
 # Arguments a read sends to an outside server (the URL of a fetch can carry data out).
@@ -161,7 +170,7 @@ def tool_rule(suite: str, tool: ToolInfo) -> tuple[list[ToolLabel], ToolRule]:
         return labels, ToolRule(labels=labels, fetch=fetch)
     labels.extend(sink.labels)
     return labels, ToolRule(labels=labels, control=list(sink.control), content=list(sink.content),
-                            secret=list(sink.secret), target=sink.target, fetch=fetch,
+                            secret=list(sink.secret), chosen=list(sink.chosen), target=sink.target, fetch=fetch,
                             intent=list(sink.intent) if sink.intent is not None else None)
 
 
@@ -170,7 +179,8 @@ def build_guard(suite: str, tools: Sequence[ToolInfo], setting: dict[str, Any] |
     labels, rules = {}, {}
     for tool in tools:
         labels[tool.name], rules[tool.name] = tool_rule(suite, tool)
-    config = GuardConfig.model_validate({"confirm": "deny", **(setting or {}), "tools": rules})
+    config = GuardConfig.model_validate({"confirm": "deny", "private": PRIVATE.get(suite, {}), **(setting or {}),
+                                         "tools": rules})
     return Guard(labels, config)
 
 

@@ -132,6 +132,8 @@ class GuardedToolsExecutor(BasePipelineElement):
     def _record(self, guard: Guard, provenance: Provenance, tool: str, result: Any, shown: str,
                 error: str | None) -> str:
         """Tell the guard where a result came from; return what the agent sees (escaped, delimited if untrusted)."""
+        if error is None:
+            guard.record_private(provenance, result)
         if tool in guard.untrusted:
             # A failed call of a third-party reader taints like a successful one: its error may quote the data.
             guard.record_result(provenance, tool, shown if error is None else error)
