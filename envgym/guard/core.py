@@ -18,6 +18,9 @@ argument values came from (`Provenance`) and by what the user asked for, never b
 - **Intent scope.** A destructive or unlabelled tool (delete, cancel, move, overwrite, change a password) runs only
   when the user's turns ask for that action (`intent` words) and name its target record (`target`), whether or not
   untrusted data has been read.
+- **Chosen and private values.** A `chosen` argument (an event's title: which write it is) is never text copied out
+  of untrusted data, whoever the recipient; a value of a `private` record field (a passport number) leaves in no
+  call unless the user's request asks to send that field, however trusted the recipient and the record.
 - **Limits** (`limits`) hold a call over an amount whatever the provenance.
 
 A call that breaks a rule is held for confirmation: `deny` refuses (the tool result says why), `user` asks the
