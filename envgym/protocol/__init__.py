@@ -19,6 +19,7 @@ from typing import Any
 
 from envgym.protocol import hermes, mistral, pythonic, qwen_xml
 from envgym.protocol.calls import INVALID_CALL_NAME, ParsedCall, ToolCall, call_from_object, invalid
+from envgym.protocol.fastjson import encoder
 from envgym.protocol.hermes import CLOSE, OPEN, format_tool_call, split_tool_calls
 
 __all__ = [
@@ -29,7 +30,7 @@ __all__ = [
 
 FORMATS = (hermes.NAME, qwen_xml.NAME, pythonic.NAME, mistral.NAME)
 # One encoder for all tool results: json.dumps builds a new encoder on every call with non-default options.
-_RESULT_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+_encode_result = encoder(ensure_ascii=False, default=str)
 _MARKERS = {hermes.NAME: OPEN, qwen_xml.NAME: qwen_xml.FUNCTION, mistral.NAME: mistral.MARKER}
 
 
@@ -145,7 +146,7 @@ def strip_tool_calls(text: str) -> str:
 
 def tool_message(call: ParsedCall, payload: Any) -> dict[str, Any]:
     """The OpenAI-format tool-result message for one call."""
-    content = payload if isinstance(payload, str) else _RESULT_ENCODER.encode(payload)
+    content = payload if isinstance(payload, str) else _encode_result(payload)
     return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
 
 

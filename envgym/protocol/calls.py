@@ -6,8 +6,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from envgym.protocol.fastjson import encoder
+
 INVALID_CALL_NAME = "invalid_tool_call"
-_ARGS_ENCODER = json.JSONEncoder()
+_encode_args = encoder()
 
 
 @dataclass(slots=True)
@@ -41,7 +43,7 @@ def checked(call_id: str, name: str, args: Any, fmt: str, raw_args: str | None =
     if args is None:
         args = {}
     if raw_args is None:
-        raw_args = _ARGS_ENCODER.encode(args)
+        raw_args = _encode_args(args)
     if not isinstance(args, dict):
         return ParsedCall(call_id, name, None, raw_args,
                           f"{fmt} tool call: the arguments of {name} must be a JSON object, got {type(args).__name__}")

@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from envgym.protocol.calls import ParsedCall, ToolCall, call_from_object, invalid, tool_lines
+from envgym.protocol.fastjson import decoder
 
 NAME = "hermes"
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
-_decode = json.JSONDecoder().decode
+_decode = decoder()
 
 
 def split_tool_calls(text: str) -> tuple[str, list[str]]:

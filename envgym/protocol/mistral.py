@@ -9,11 +9,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from envgym.protocol.calls import ParsedCall, ToolCall, call_from_object, checked, invalid
+from envgym.protocol.fastjson import decoder
 
 NAME = "mistral"
 MARKER = "[TOOL_CALLS]"
 _ARGS, _CALL_ID, _EOS = "[ARGS]", "[CALL_ID]", "</s>"
-_decode = json.JSONDecoder().decode
+_decode = decoder()
 _EXAMPLES = '[TOOL_CALLS][{"name": ..., "arguments": {...}}] or [TOOL_CALLS]name[ARGS]{...}'
 
 

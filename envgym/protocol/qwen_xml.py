@@ -11,11 +11,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from envgym.protocol.calls import ParsedCall, ToolCall, checked, invalid, tool_lines
+from envgym.protocol.fastjson import decoder
 
 NAME = "qwen_xml"
 FUNCTION = "<function="
 _PARAM, _PARAM_END, _FUNCTION_END = "<parameter=", "</parameter>", "</function>"
-_decode = json.JSONDecoder().decode
+_decode = decoder()
 _EXAMPLE = "<tool_call>\n<function=NAME>\n<parameter=ARG>\nvalue\n</parameter>\n</function>\n</tool_call>"
 
 

@@ -193,8 +193,9 @@ def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any], world: 
                     False, error=pre.error.format(**{**record, **args}), error_kind=ToolErrorKind.PRECONDITION
                 )
         if op == "get":
-            joined = query.expand(record, effect, state.tables, _refs(world, effect.entity))
-            return ToolResult(True, _project(joined, effect.returns))
+            if effect.expand:
+                record = query.expand(record, effect, state.tables, _refs(world, effect.entity))
+            return ToolResult(True, _project(record, effect.returns))
         if op == "delete":
             del table[key]
             return ToolResult(True, {"deleted": key})

@@ -1,0 +1,72 @@
+"""`json` encode and decode without the per-call set-up of `JSONEncoder.encode` and `JSONDecoder.decode`.
+
+Both build their C machinery again on every call (an encoder object, its circular-reference markers, two
+whitespace matches); on a tool call of a few dozen bytes that set-up costs more than the work itself, and the env
+does it on every step. These functions give the same text, the same objects and the same errors as the stock
+`encode`/`decode` with the same options: the C encoder is built once per thread (its markers dict is shared by
+calls in the thread, so two threads never see each other's markers) and a decode that fails is done again the
+stock way, to raise exactly the stock error.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from json import scanner
+from json.decoder import WHITESPACE
+from typing import Any
+
+try:
+    from json.encoder import c_make_encoder
+except ImportError:  # pragma: no cover - CPython always has the C accelerator
+    c_make_encoder = None
+
+
+def encoder(**options: Any) -> Callable[[Any], str]:
+    """`json.JSONEncoder(**options).encode`, faster for containers (str input keeps the stock path)."""
+    stock = json.JSONEncoder(**options)
+    if c_make_encoder is None or stock.indent is not None or not stock.check_circular:
+        return stock.encode
+    basestring = json.encoder.encode_basestring_ascii if stock.ensure_ascii else json.encoder.encode_basestring
+    local = threading.local()
+
+    def build() -> Callable[[Any, int], Any]:
+        made = c_make_encoder({}, stock.default, basestring, None, stock.key_separator,  # type: ignore[misc]
+                              stock.item_separator, stock.sort_keys, stock.skipkeys, stock.allow_nan)
+        local.encode = made
+        return made  # type: ignore[no-any-return]
+
+    def encode(o: Any) -> str:
+        if isinstance(o, str):
+            return stock.encode(o)
+        try:
+            run = local.encode
+        except AttributeError:
+            run = build()
+        try:
+            return "".join(run(o, 0))
+        except BaseException:
+            # A failed encode may leave ids in the markers dict: the next call gets a fresh encoder.
+            build()
+            raise
+
+    return encode
+
+
+def decoder() -> Callable[[str], Any]:
+    """`json.JSONDecoder().decode`, faster; any failure raises the stock error (it decodes again the stock way)."""
+    stock = json.JSONDecoder()
+    scan_once = scanner.make_scanner(stock)
+    skip = WHITESPACE.match
+
+    def decode(s: str) -> Any:
+        try:
+            obj, end = scan_once(s, skip(s, 0).end())  # type: ignore[union-attr]
+        except Exception:
+            return stock.decode(s)
+        if skip(s, end).end() != len(s):  # type: ignore[union-attr]
+            return stock.decode(s)
+        return obj
+
+    return decode
