@@ -11,16 +11,14 @@ stock way, to raise exactly the stock error.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable
 from json import scanner
-from json.decoder import WHITESPACE
 from typing import Any
 
-try:
-    from json.encoder import c_make_encoder
-except ImportError:  # pragma: no cover - CPython always has the C accelerator
-    c_make_encoder = None
+c_make_encoder = getattr(json.encoder, "c_make_encoder", None)  # None only without CPython's C accelerator
+_WHITESPACE = re.compile(r"[ \t\n\r]*", re.VERBOSE | re.MULTILINE | re.DOTALL)  # what json.decoder skips
 
 
 def encoder(**options: Any) -> Callable[[Any], str]:
@@ -32,10 +30,10 @@ def encoder(**options: Any) -> Callable[[Any], str]:
     local = threading.local()
 
     def build() -> Callable[[Any, int], Any]:
-        made = c_make_encoder({}, stock.default, basestring, None, stock.key_separator,  # type: ignore[misc]
+        made = c_make_encoder({}, stock.default, basestring, None, stock.key_separator,
                               stock.item_separator, stock.sort_keys, stock.skipkeys, stock.allow_nan)
         local.encode = made
-        return made  # type: ignore[no-any-return]
+        return made
 
     def encode(o: Any) -> str:
         if isinstance(o, str):
@@ -57,15 +55,15 @@ def encoder(**options: Any) -> Callable[[Any], str]:
 def decoder() -> Callable[[str], Any]:
     """`json.JSONDecoder().decode`, faster; any failure raises the stock error (it decodes again the stock way)."""
     stock = json.JSONDecoder()
-    scan_once = scanner.make_scanner(stock)
-    skip = WHITESPACE.match
+    scan_once = scanner.make_scanner(stock)  # type: ignore[arg-type]
+    skip = _WHITESPACE.match
 
     def decode(s: str) -> Any:
         try:
-            obj, end = scan_once(s, skip(s, 0).end())  # type: ignore[union-attr]
+            obj, end = scan_once(s, skip(s, 0).end())  # type: ignore[union-attr,unused-ignore]
         except Exception:
             return stock.decode(s)
-        if skip(s, end).end() != len(s):  # type: ignore[union-attr]
+        if skip(s, end).end() != len(s):  # type: ignore[union-attr,unused-ignore]
             return stock.decode(s)
         return obj
 

@@ -170,22 +170,25 @@ def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any], world: 
     table = state.table(effect.entity)
     # Reads go through dict.get / dict.values: they see records without copying them (see world.state.Table),
     # which is safe because only update and delete write, and those take the record through table[key] first.
-    records = dict.values(table)
     op = effect.op
     if op in ("aggregate", "update_many"):
         return _run_query(effect, world, state, args)
     if op in ("get", "update", "delete"):
-        if effect.key_arg is not None:
-            key = args.get(effect.key_arg)
+        key_arg = effect.key_arg
+        match: dict[str, Any] | None = None  # made only for the not-found message when the key is an argument
+        if key_arg is not None:
+            key = args.get(key_arg)
             key = key if type(key) is str else str(key)
             record = dict.get(table, key)
-            match = {effect.key_arg: args.get(effect.key_arg)}
         else:
             match = {f: _arg(v, args) for f, v in effect.match.items()}
             key, record = next(
                 ((k, r) for k, r in dict.items(table) if all(r.get(f) == v for f, v in match.items())), ("", None)
             )
         if record is None:
+            if match is None:
+                assert key_arg is not None
+                match = {key_arg: args.get(key_arg)}
             return ToolResult(False, error=_not_found(effect, args, match), error_kind=ToolErrorKind.NOT_FOUND)
         for pre in effect.preconditions:
             if not compare(record.get(pre.field), pre.op, _arg(pre.value, args)):
@@ -206,7 +209,7 @@ def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any], world: 
     if op == "list":
         match = {f: _arg(v, args) for f, v in effect.match.items()}
         match = {f: v for f, v in match.items() if v is not None}
-        rows = [r for r in records if all(r.get(f) == v for f, v in match.items())]
+        rows = [r for r in dict.values(table) if all(r.get(f) == v for f, v in match.items())]
         if effect.filters or effect.sort_by or effect.page_arg or effect.expand:
             rows = query.sort_and_page(query.filter_rows(rows, effect, args, compare), effect, args)
             refs = _refs(world, effect.entity)
@@ -217,7 +220,7 @@ def _run_effect(effect: Effect, state: WorldState, args: dict[str, Any], world: 
         fields = effect.search_fields or None
         rows = [
             r
-            for r in records
+            for r in dict.values(table)
             if any(needle in str(v).lower() for f, v in r.items() if fields is None or f in fields)
         ]
         if effect.filters or effect.sort_by or effect.page_arg:

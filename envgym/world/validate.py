@@ -152,10 +152,13 @@ def _compile(schema: dict[str, Any]) -> Check:
         required = list(schema.get("required", []))
         closed = schema.get("additionalProperties", True) is False
 
+        top_labels = {name: f"argument '{name}'" for name in props}  # the labels at the top level, made once
+
         def check_object(value: Any, where: str) -> str | None:
             if not isinstance(value, dict):
                 return None
-            prefix = f"{where}." if where != "arguments" else ""
+            top = where == "arguments"
+            prefix = "" if top else f"{where}."
             for name in required:
                 if name not in value:
                     return f"missing required argument '{prefix}{name}'"
@@ -165,7 +168,7 @@ def _compile(schema: dict[str, Any]) -> Check:
                     if closed:
                         return f"unexpected argument '{prefix}{name}'; allowed: {sorted(props)}"
                     continue
-                err = sub(item, f"argument '{prefix}{name}'")
+                err = sub(item, top_labels[name] if top else f"argument '{prefix}{name}'")
                 if err:
                     return err
             return None
