@@ -57,7 +57,7 @@ def call_from_object(obj: Any, call_id: str, raw: str, fmt: str) -> ParsedCall:
     name = obj.get("name")
     if not isinstance(name, str) or not name:
         return invalid(call_id, raw, fmt, 'a tool call needs a string "name" field')
-    args = obj.get("arguments", obj.get("parameters", {}))
+    args = obj["arguments"] if "arguments" in obj else obj.get("parameters", {})
     if isinstance(args, str):
         try:
             decoded = json.loads(args) if args.strip() else {}
