@@ -11,4 +11,4 @@ bash scripts/ci_docker.sh
 ruff check .
 mypy
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-python3 -m pytest -q -p no:cacheprovider "$@"
+python3 -m pytest -q -p no:cacheprovider --durations=40 "$@"

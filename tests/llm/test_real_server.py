@@ -49,6 +49,20 @@ class Server:
         """Chat completions the server has answered with 200 so far (uvicorn's access log)."""
         return sum(1 for line in list(self.lines) if CHAT_POST.search(line))
 
+    def settled_posts(self, at_least: int = 0, timeout_s: float = 60.0) -> int:
+        """`chat_posts()` once the log has caught up: uvicorn writes its access line after the reply has gone out,
+        so a client can be a line ahead of the drain thread. Waits for `at_least` lines, then for no new line in 1 s."""
+        deadline = time.monotonic() + timeout_s
+        while self.chat_posts() < at_least and time.monotonic() < deadline:
+            time.sleep(0.1)
+        count = self.chat_posts()
+        while time.monotonic() < deadline:
+            time.sleep(1.0)
+            if (now := self.chat_posts()) == count:
+                return count
+            count = now
+        return count
+
     def tail(self) -> str:
         return "".join(self.lines[-40:])
 
@@ -137,7 +151,7 @@ def test_export_refuses_a_folder_holding_something_else(tmp_path: Path) -> None:
 
 
 def test_envgym_run_policy_openai_against_the_server(server: Server, capsys: pytest.CaptureFixture[str]) -> None:
-    before = server.chat_posts()
+    before = server.settled_posts()
     assert main(["run", "retail", "--policy", "openai", "--base-url", server.base_url, "--model", server.model,
                  "--episodes", "1", "--max-steps", "2", "--max-tokens", MAX_TOKENS, "--json"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -145,20 +159,20 @@ def test_envgym_run_policy_openai_against_the_server(server: Server, capsys: pyt
     assert 0.0 <= summary["mean_reward"] <= 1.0
     assert 1 <= summary["mean_steps"] <= 2
     # one chat completion per step: the policy's actions came from the server
-    assert server.chat_posts() - before == summary["mean_steps"], server.tail()
+    assert server.settled_posts(before + int(summary["mean_steps"])) - before == summary["mean_steps"], server.tail()
 
 
 def test_envgym_eval_against_the_server(
     server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    before = server.chat_posts()
+    before = server.settled_posts()
     assert main(["eval", "retail", "--policy", "openai", "--base-url", server.base_url, "--model", server.model,
                  "--limit", "1", "--max-steps", "1", "--max-tokens", MAX_TOKENS, "--out", str(tmp_path),
                  "--json"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert 0.0 <= summary["pass@1"] <= 1.0
     assert (tmp_path / "results.json").is_file()
-    assert server.chat_posts() - before == 1, server.tail()
+    assert server.settled_posts(before + 1) - before == 1, server.tail()
 
 
 def test_relative_judge_through_the_server(server: Server) -> None:
@@ -167,10 +181,10 @@ def test_relative_judge_through_the_server(server: Server) -> None:
     group = [[*opening, {"role": "assistant", "content": "Order O1 shipped yesterday."}],
              [*opening, {"role": "assistant", "content": "I don't know."}]]
     judge = RelativeJudge(OpenAIChatModel(server.model, base_url=server.base_url), JudgeConfig(max_tokens=48))
-    before = server.chat_posts()
+    before = server.settled_posts()
     result = judge.score_group(group, [])
     assert result.model_calls >= 1
-    assert server.chat_posts() - before == judge.metrics.model_calls
+    assert server.settled_posts(before + judge.metrics.model_calls) - before == judge.metrics.model_calls
     # The judge's contract, whatever this small model writes: valid scores, or a failure naming the reply
     # after the retry (transformers serve ignores `response_format`, so nothing forces the JSON).
     if result.status == "scored":
