@@ -37,6 +37,15 @@ class GRPOConfig:
         8, "The last N tasks of the environment are held out from training and used for evaluation."
     )
     max_turns: int = _knob(4, "Assistant turns per episode before the trainer stops it (reward 0).")
+    env_server_url: str | None = _knob(
+        None,
+        "Roll out on this env server (`envgym serve`; on Kubernetes the env-server Service, "
+        "http://envgym-env-server:8100) through RemoteEnv sessions instead of in-process envs. It must serve "
+        "env_id; task ids come from the local copy of env_id.",
+    )
+    env_server_token_file: str | None = _knob(
+        None, "File holding the env server's bearer token (a mounted Secret; never the token itself)."
+    )
 
     # --- policy model
     model: str = _knob(

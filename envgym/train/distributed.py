@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -77,16 +77,66 @@ def init_from_env(backend: str | None = None) -> bool:
     return active()
 
 
+def share_bounds(count: int, rank_index: int, ranks: int) -> tuple[int, int]:
+    """[start, stop) of rank `rank_index`'s contiguous share of `count` items among `ranks` ranks.
+
+    The rule for uneven counts: every rank gets `count // ranks` items and the first `count % ranks` ranks one
+    more, so shares differ by at most one, concatenate in rank order to the whole, and a rank gets none when
+    there are fewer items than ranks."""
+    if ranks < 1:
+        raise ValueError(f"distributed.share_bounds: {ranks} ranks; need at least 1")
+    if not 0 <= rank_index < ranks:
+        raise ValueError(f"distributed.shard: rank {rank_index} outside [0, {ranks})")
+    if count < 0:
+        raise ValueError(f"distributed.share_bounds: negative count {count}")
+    base, extra = divmod(count, ranks)
+    start = rank_index * base + min(rank_index, extra)
+    return start, start + base + (1 if rank_index < extra else 0)
+
+
 def shard(items: Sequence[T], rank_index: int | None = None, ranks: int | None = None) -> list[T]:
-    """This rank's contiguous share of `items` (whole items: a group never straddles ranks). Shares differ
-    in size by at most one; a rank may get none when there are fewer items than ranks."""
-    r = rank() if rank_index is None else rank_index
-    n = world_size() if ranks is None else ranks
-    if not 0 <= r < n:
-        raise ValueError(f"distributed.shard: rank {r} outside [0, {n})")
-    base, extra = divmod(len(items), n)
-    start = r * base + min(r, extra)
-    return list(items[start : start + base + (1 if r < extra else 0)])
+    """This rank's contiguous share of `items` (whole items: a group never straddles ranks; see
+    `share_bounds` for the rule)."""
+    start, stop = share_bounds(
+        len(items), rank() if rank_index is None else rank_index, world_size() if ranks is None else ranks
+    )
+    return list(items[start:stop])
+
+
+@dataclass(frozen=True)
+class GroupShard:
+    """The groups one rank rolls out: the block [start, stop) of every step's `per_step` groups.
+
+    Group k of step s has the global index s * per_step + k, which alone fixes its task and seeds, so the
+    ranks' shards partition each step's groups exactly as one process would roll them out, whatever the rank
+    count (a run resumed with another count continues the same sequence of groups)."""
+
+    per_step: int
+    start: int
+    stop: int
+
+    @classmethod
+    def for_rank(cls, per_step: int, rank_index: int | None = None, ranks: int | None = None) -> GroupShard:
+        r = rank() if rank_index is None else rank_index
+        n = world_size() if ranks is None else ranks
+        return cls(per_step, *share_bounds(per_step, r, n))
+
+    @property
+    def size(self) -> int:
+        """Groups this rank rolls out per step (0 when there are fewer groups per step than ranks)."""
+        return self.stop - self.start
+
+    def step_indices(self, step: int) -> list[int]:
+        """Global indices of this rank's groups in step `step`."""
+        return [step * self.per_step + k for k in range(self.start, self.stop)]
+
+    def stream_index(self, position: int, first_step: int) -> int:
+        """Global index of the `position`-th group (from 0) this rank's async worker makes when it starts at
+        step `first_step`: the worker walks this rank's share of step after step."""
+        if self.size == 0:
+            raise ValueError("GroupShard.stream_index: this rank rolls out no groups")
+        step, k = divmod(position, self.size)
+        return (first_step + step) * self.per_step + self.start + k
 
 
 def all_reduce_sum(values: Sequence[float]) -> list[float]:
@@ -96,6 +146,31 @@ def all_reduce_sum(values: Sequence[float]) -> list[float]:
     tensor = torch.tensor([float(v) for v in values], dtype=torch.float64)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor.tolist()
+
+
+def all_gather(value: T) -> list[T]:
+    """Every rank's `value` (picklable), in rank order; `[value]` when not distributed."""
+    if not active():
+        return [value]
+    out: list[Any] = [None] * world_size()
+    dist.all_gather_object(out, value)
+    return out
+
+
+def check_same(label: str, values: Sequence[int]) -> None:
+    """Raise on every rank unless every rank passed the same integers (e.g. the step and policy version the
+    staleness bound is measured against)."""
+    if not active():
+        return
+    local = torch.tensor([int(v) for v in values], dtype=torch.int64)
+    highest, lowest = local.clone(), -local
+    dist.all_reduce(highest, op=dist.ReduceOp.MAX)
+    dist.all_reduce(lowest, op=dist.ReduceOp.MAX)
+    if not torch.equal(highest, -lowest):
+        raise RuntimeError(
+            f"distributed: ranks disagree on {label}: rank {rank()} has {local.tolist()}, "
+            f"ranks range from {(-lowest).tolist()} to {highest.tolist()}"
+        )
 
 
 @dataclass(frozen=True)

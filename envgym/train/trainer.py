@@ -30,15 +30,23 @@ from envgym.train.rollout import (
     RolloutWorker,
     run_group,
 )
+from envgym.train.step_metrics import gather_rollouts, rollout_metrics
 
 
-def make_env(env_id: str) -> Any:
-    """A fresh env from the Gymnasium registry (importing envgym registers the bundled suite)."""
+def make_env(env_id: str, server_url: str | None = None, token_file: str | None = None) -> Any:
+    """A fresh env: from the Gymnasium registry (importing envgym registers the bundled suite), or a RemoteEnv
+    session on the env server at `server_url`, which must serve `env_id`."""
     import gymnasium as gym
 
-    import envgym  # noqa: F401  (registers envgym/* ids)
+    import envgym  # registers envgym/* ids
 
-    return gym.make(env_id)
+    if server_url is None:
+        return gym.make(env_id)
+    env = envgym.RemoteEnv(server_url, token_file=token_file)
+    if env.env_id != env_id:
+        env.close()
+        raise ValueError(f"env_server_url {server_url} serves {env.env_id!r}, but env_id is {env_id!r}")
+    return env
 
 
 class GRPOTrainer:
@@ -83,12 +91,18 @@ class GRPOTrainer:
             weight_decay=config.weight_decay,
         )
         self.sampler = CachedSampler(model, self.tokenizer)
-        self.env_factory = env_factory or (lambda: make_env(config.env_id))
+        self.env_factory = env_factory or (
+            lambda: make_env(config.env_id, config.env_server_url, config.env_server_token_file)
+        )
         self.envs = [self.env_factory() for _ in range(config.group_size)]
         self.reward_source = reward_source or build_reward_source(
             config.reward, config.judge_model, config.judge_weight
         )
-        task_ids = [task.id for task in self.envs[0].unwrapped.data.tasks]
+        # A RemoteEnv shows observations only: the task list comes from the local copy of the environment.
+        local = self.envs[0].unwrapped
+        if not hasattr(local, "data"):
+            local = make_env(config.env_id).unwrapped
+        task_ids = [task.id for task in local.data.tasks]
         if config.heldout_tasks >= len(task_ids):
             raise ValueError(
                 f"GRPOConfig.heldout_tasks={config.heldout_tasks} leaves no training task "
@@ -101,7 +115,9 @@ class GRPOTrainer:
         self.metrics_path = self.output_dir / "metrics.jsonl"
         self.step = 0
         self.version = 0
-        self.dropped_stale = 0
+        self.dropped_stale = 0  # this rank's; the metrics row sums every rank's
+        # This rank's groups of every step (all of them in one process): whole groups, fixed by rank and count.
+        self.shard = distributed.GroupShard.for_rank(config.tasks_per_step)
         self.last_groups: list[Group] = []  # the newest step's groups (benchmarks/train_calculator.py --profile)
 
     # ------------------------------------------------------------------ rollouts
@@ -127,11 +143,13 @@ class GRPOTrainer:
         return Group(task_id, episodes, version)
 
     def evaluate(self, task_ids: list[str] | None = None) -> dict[str, float]:
-        """Greedy success rate (reward >= 1) and mean reward on `task_ids` (default: the held-out tasks)."""
+        """Greedy success rate (reward >= 1) and mean reward on `task_ids` (default: the held-out tasks).
+        Under torch.distributed the ranks split the chunks of `group_size` tasks and sum the results, so every
+        rank returns what one process would."""
         tasks = list(task_ids if task_ids is not None else self.heldout_tasks)
+        chunks = [tasks[start : start + len(self.envs)] for start in range(0, len(tasks), len(self.envs))]
         rewards: list[float] = []
-        for start in range(0, len(tasks), len(self.envs)):
-            chunk = tasks[start : start + len(self.envs)]
+        for chunk in distributed.shard(chunks):
             episodes = run_group(
                 self.envs[: len(chunk)],
                 chunk,
@@ -141,11 +159,10 @@ class GRPOTrainer:
                 seed=self.config.seed,
             )
             rewards.extend(e.reward for e in episodes)
-        return {
-            "success_rate": sum(r >= 1.0 for r in rewards) / max(len(rewards), 1),
-            "reward_mean": sum(rewards) / max(len(rewards), 1),
-            "tasks": float(len(rewards)),
-        }
+        successes, total, count = distributed.all_reduce_sum(
+            [sum(r >= 1.0 for r in rewards), sum(rewards), len(rewards)]
+        )
+        return {"success_rate": successes / max(count, 1), "reward_mean": total / max(count, 1), "tasks": count}
 
     # ------------------------------------------------------------------ learning
 
@@ -160,10 +177,10 @@ class GRPOTrainer:
                 return [batches.logprobs(self.model, m, self.config.temperature, prefix) for m in batches.micro]
 
     def _update(self, groups: list[Group]) -> dict[str, float]:
-        """One optimizer step on `groups`. Under torch.distributed each rank learns from its shard of whole
-        groups with the denominators of all ranks and the gradients summed (see `envgym.train.distributed`)."""
+        """One optimizer step on `groups`, this rank's share of the step's groups (all of them in one process):
+        under torch.distributed each rank learns from its whole groups with the denominators of all ranks and
+        the gradients summed (see `envgym.train.distributed`)."""
         cfg = self.config
-        groups = distributed.shard(groups)
         kept: list[tuple[int, int, Any]] = []
         advantages = torch.zeros((0, 0))
         if groups:
@@ -241,34 +258,6 @@ class GRPOTrainer:
                      trainable_tokens=float(n_tokens), forwarded_tokens=summed[-2], padding_tokens=summed[-1])
         return stats
 
-    def _step_metrics(self, groups: list[Group], learn: dict[str, float], rollout_s: float) -> dict[str, Any]:
-        episodes = [e for g in groups for e in g.episodes]
-        rewards = torch.tensor([r for g in groups for r in g.rewards], dtype=torch.float64)
-        group_std = [torch.tensor(g.rewards, dtype=torch.float64).std(unbiased=False).item() for g in groups]
-        calls = sum(e.tool_calls for e in episodes)
-        turns = sum(e.steps for e in episodes)
-        sampled = sum(e.sampled_tokens for e in episodes)
-        return {
-            "step": self.step,
-            "policy_version": self.version,
-            "reward_mean": float(rewards.mean()),
-            "reward_std": float(rewards.std(unbiased=False)),
-            "reward_min": float(rewards.min()),
-            "reward_max": float(rewards.max()),
-            "success_rate": sum(e.success for e in episodes) / len(episodes),
-            "frac_zero_std_groups": sum(s <= self.config.zero_std_tolerance for s in group_std) / len(groups),
-            "tool_call_frequency": calls / max(turns, 1),
-            "tool_failure_frequency": sum(len(e.tool_errors) for e in episodes) / max(calls, 1),
-            "truncated_fraction": sum(e.truncated for e in episodes) / len(episodes),
-            "prefix_mismatches": sum(e.prefix_mismatches for e in episodes),
-            "noncanonical_joins": sum(e.noncanonical_joins for e in episodes),
-            "max_staleness_seen": max(self.version - g.policy_version for g in groups),
-            "dropped_stale": self.dropped_stale,
-            "rollout_s": rollout_s,
-            "tokens_per_s": sampled / max(rollout_s, 1e-9),
-            **learn,
-        }
-
     def freeze_reference(self) -> None:
         """Freeze a copy of the current policy as the KL reference (beta != 0, full weights), once: `train`
         calls it, so a warm start done between construction and `train` is part of the reference."""
@@ -322,21 +311,14 @@ class GRPOTrainer:
                 bar = progress.add_task("", total=cfg.max_steps, completed=self.step)
                 while self.step < cfg.max_steps:
                     started = time.perf_counter()
-                    groups = []
-                    for k in range(cfg.tasks_per_step):
-                        if buffer is not None:
-                            groups.append(buffer.get(self.version))
-                            self.dropped_stale = buffer.dropped
-                        else:
-                            index = self.step * cfg.tasks_per_step + k
-                            groups.append(self._make_group(index, self.version, self.sampler, self.envs))
-                    for group in groups:
-                        group.rewards = self.reward_source.score(group.episodes)
+                    groups = self.rollout(buffer)
                     rollout_s = time.perf_counter() - started
+                    ranks = gather_rollouts(groups, rollout_s, self.dropped_stale)
                     learn = self._update(groups)
                     learn["update_s"] = time.perf_counter() - started - rollout_s
                     self.last_groups = groups
-                    row = self._step_metrics(groups, learn, rollout_s)
+                    rollout = rollout_metrics(ranks, self.version, cfg.zero_std_tolerance)
+                    row = {"step": self.step, **rollout, **learn}
                     self.step += 1
                     if learn["updated"]:
                         self.version += 1
@@ -373,15 +355,36 @@ class GRPOTrainer:
             plot_reward_curve(self.metrics_path, self.output_dir / "reward_curve.png")
         return rows
 
-    def _start_worker(self) -> RolloutWorker:
-        """A rollout thread with its own copy of the policy and its own envs."""
+    def rollout(self, buffer: GroupBuffer | None = None) -> list[Group]:
+        """This rank's groups of the current step, scored: made now with the current policy, or taken from the
+        async `buffer`, which drops any group older than `max_staleness` versions. Every rank checks the step
+        and version it holds against the others first, so the bound is measured from the same version on
+        every rank (their weights at one version are equal: they take the same update)."""
+        distributed.check_same("step and policy version", [self.step, self.version])
+        if buffer is not None:
+            groups = [buffer.get(self.version) for _ in range(self.shard.size)]
+            self.dropped_stale = buffer.dropped
+        else:
+            groups = [self._make_group(index, self.version, self.sampler, self.envs)
+                      for index in self.shard.step_indices(self.step)]
+        for group in groups:
+            group.rewards = self.reward_source.score(group.episodes)
+        return groups
+
+    def _start_worker(self) -> RolloutWorker | None:
+        """A rollout thread with its own copy of the policy and its own envs, making this rank's share of the
+        groups from the current step on (none for a rank whose share is empty)."""
+        if self.shard.size == 0:
+            return None
         model = copy.deepcopy(self.model).eval()
         sampler = CachedSampler(model, self.tokenizer)
         envs = [self.env_factory() for _ in range(self.config.group_size)]
-        offset = self.step * self.config.tasks_per_step
+        first_step = self.step
         worker = RolloutWorker(
             GroupBuffer(self.config.buffer_size, self.config.max_staleness),
-            lambda index, version: self._make_group(offset + index, version, sampler, envs),
+            lambda position, version: self._make_group(
+                self.shard.stream_index(position, first_step), version, sampler, envs
+            ),
             model.load_state_dict,
         )
         worker.version = self.version

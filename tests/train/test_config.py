@@ -13,6 +13,8 @@ PINNED_DEFAULTS = {
     "env_id": "envgym/calculator-v0",
     "heldout_tasks": 8,
     "max_turns": 4,
+    "env_server_url": None,
+    "env_server_token_file": None,
     "model": "local",
     "use_lora": False,
     "lora_r": 16,
