@@ -1,5 +1,6 @@
 """Data-parallel learning is exact: 2 gloo ranks taking one update step from the same groups give the loss and
-the parameters of one process, for every loss type (issue 18, part 1)."""
+the parameters of one process, for every loss type (issue 18, part 1); the ranks roll out disjoint shares of a
+step's groups that together are the groups one process rolls out, and agree on the policy version (part 2)."""
 
 from __future__ import annotations
 
@@ -65,8 +66,18 @@ def _groups() -> list[Group]:
 
 def _step(tmp_path: Path, loss_type: str) -> dict[str, Any]:
     trainer = GRPOTrainer(_config(tmp_path, loss_type), policy=tiny_random_policy(seed=6))
-    stats = trainer._update(_groups())
+    stats = trainer._update(distributed.shard(_groups()))  # each rank learns from its share
     return {"stats": stats, "params": {k: v.detach().clone() for k, v in trainer.model.named_parameters()}}
+
+
+def _rollout(tmp_path: Path) -> list[tuple[str, int, list[list[int]]]]:
+    """This rank's groups of step 1 with 3 groups per step (uneven over 2 ranks): task, version, token ids."""
+    config = GRPOConfig(model="tiny-random", output_dir=str(tmp_path / "rollout"), group_size=2, tasks_per_step=3,
+                        max_new_tokens=6, max_sequence_tokens=512, max_turns=1, heldout_tasks=2, seed=3)
+    trainer = GRPOTrainer(config, policy=tiny_random_policy(seed=6))
+    trainer.step = 1
+    return [(g.task_id, g.policy_version, [s.token_ids for e in g.episodes for s in e.samples])
+            for g in trainer.rollout()]
 
 
 def _rank(index: int, world: int, init_file: str, tmp: str) -> None:
@@ -75,7 +86,13 @@ def _rank(index: int, world: int, init_file: str, tmp: str) -> None:
     torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=index, world_size=world)
     try:
         assert distributed.active() and distributed.rank() == index
-        results = {loss: _step(Path(tmp) / f"rank{index}", loss) for loss in LOSS_TYPES}
+        results: dict[str, Any] = {loss: _step(Path(tmp) / f"rank{index}", loss) for loss in LOSS_TYPES}
+        results["rollout"] = _rollout(Path(tmp) / f"rank{index}")
+        try:  # each rank claims a different version: every rank must refuse to go on
+            distributed.check_same("policy version", [7, index])
+            results["disagreement"] = None
+        except RuntimeError as error:
+            results["disagreement"] = str(error)
         torch.save(results, Path(tmp) / f"rank{index}.pt")
     finally:
         torch.distributed.destroy_process_group()
@@ -127,6 +144,27 @@ def test_two_gloo_ranks_match_one_process(two_ranks: list[dict[str, Any]], loss_
     assert moved > 1e-4  # the step changed the weights, so equal parameters say something
 
 
+def test_two_ranks_roll_out_disjoint_shares_that_are_the_groups_of_one_process(
+    two_ranks: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the ranks: the same float sums, so the same sampled tokens
+    try:
+        single = _rollout(tmp_path)
+    finally:
+        torch.set_num_threads(threads)
+    shares = [r["rollout"] for r in two_ranks]
+    assert [len(s) for s in shares] == [2, 1]  # 3 groups: rank 0 takes the extra one
+    assert shares[0] + shares[1] == single
+    assert len({task for task, _, _ in single}) > 1 and all(ids for _, _, ids in single)
+
+
+def test_ranks_that_disagree_on_the_policy_version_both_stop(two_ranks: list[dict[str, Any]]) -> None:
+    for result in two_ranks:
+        assert result["disagreement"] is not None
+        assert "disagree on policy version" in result["disagreement"]
+
+
 def test_torchrun_train_on_two_ranks_resumes_into_one_process(tmp_path: Path) -> None:
     # `envgym train` under torchrun: 2 gloo ranks learn from their shards of calculator-v0 groups, rank 0
     # alone writes metrics and checkpoints, and one process resumes from that checkpoint.
@@ -148,6 +186,8 @@ def test_torchrun_train_on_two_ranks_resumes_into_one_process(tmp_path: Path) ->
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1]  # one row per step: rank 1 wrote none
     assert all(r["updated"] == 1.0 and r["episodes"] == 4.0 for r in rows)  # both ranks' shards counted
+    # Each rank rolled out its own group of the two, not both (before, every rank rolled out the whole step).
+    assert all(r["rollout_groups_per_rank"] == [1, 1] for r in rows)
     one = [sys.executable, "-m", "envgym.cli", "train", *settings, "--set=max_steps=3", "--set=resume_from=latest",
            "--json"]
     done = subprocess.run(one, capture_output=True, text=True, timeout=600, env=env, cwd=Path.cwd())
