@@ -167,3 +167,36 @@ def test_serve_stops_promptly_on_a_signal_even_when_its_parent_ignored_sigint(si
     env = RemoteEnv(server.url, token_file=server.token_file)
     env.reset(seed=0)
     assert server.stop(sig, wait_s=5) == 0
+
+
+def test_the_trainer_rolls_out_on_an_env_server_as_it_does_in_process(served: Served, tmp_path: Path) -> None:
+    # Issue 18: rollouts against RemoteEnv endpoints (on Kubernetes, the env-server Service).
+    from envgym.train import GRPOConfig, GRPOTrainer
+    from envgym.train.policy import tiny_random_policy
+
+    settings = {"model": "tiny-random", "group_size": 2, "tasks_per_step": 1, "max_new_tokens": 6,
+                "max_sequence_tokens": 512, "max_turns": 1, "heldout_tasks": 2, "seed": 3}
+    policy = tiny_random_policy(6)  # shared: rollouts do not change the weights
+    local = GRPOTrainer(GRPOConfig(output_dir=str(tmp_path / "local"), **settings), policy=policy)
+    remote = GRPOTrainer(
+        GRPOConfig(output_dir=str(tmp_path / "remote"), env_server_url=served.url,
+                   env_server_token_file=served.token_file, **settings),
+        policy=policy,
+    )
+    assert all(isinstance(env, RemoteEnv) for env in remote.envs)
+    assert remote.train_tasks == local.train_tasks
+    want, got = local.rollout(), remote.rollout()
+    assert [g.task_id for g in got] == [g.task_id for g in want] and len(got) == 1
+    for a, b in zip(want, got, strict=True):
+        assert b.rewards == a.rewards
+        assert [e.messages for e in b.episodes] == [e.messages for e in a.episodes]
+        assert [s.token_ids for e in b.episodes for s in e.samples] == [s.token_ids for e in a.episodes for s in e.samples]
+    for env in remote.envs:
+        env.close()
+
+
+def test_the_trainer_refuses_an_env_server_serving_another_env(served: Served) -> None:
+    from envgym.train.trainer import make_env
+
+    with pytest.raises(ValueError, match=r"serves 'envgym/calculator-v0', but env_id is 'envgym/retail-v0'"):
+        make_env("envgym/retail-v0", served.url, served.token_file)
