@@ -35,6 +35,7 @@ from .manifest_checks import (
     schema_violations,
     secret_env_violations,
     session_violations,
+    trainer_violations,
 )
 
 OVERLAYS = overlay_names()
@@ -233,3 +234,64 @@ def test_policy_catches_env_servers_that_can_take_the_whole_quota() -> None:
         64  # the old prod value
     )
     assert any("limits.cpu 128" in v for v in quota_violations(docs))
+
+
+def test_every_overlay_runs_the_trainer_as_an_indexed_torchrun_job_with_a_headless_service(
+    rendered: list[dict],
+) -> None:
+    # Issue 18: `envgym k8s render` includes the multi-pod trainer (before, one `envgym train` pod).
+    job = _find(rendered, "Job", "envgym-trainer")
+    assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["parallelism"] == job["spec"]["completions"] >= 2
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"] == ["torchrun"]
+    assert _find(rendered, "Service", "envgym-trainer")["spec"]["clusterIP"] == "None"
+    assert trainer_violations(rendered) == []
+
+
+def _trainer(docs: list[dict]) -> tuple[dict, dict]:
+    job = _find(docs, "Job", "envgym-trainer")
+    return job, job["spec"]["template"]["spec"]["containers"][0]
+
+
+def _set_flag(container: dict, flag: str, value: str) -> None:
+    container["args"] = [f"{flag}={value}" if a.startswith(f"{flag}=") else a for a in container["args"]]
+
+
+@pytest.mark.parametrize(
+    ("breakage", "found"),
+    [
+        ("parallelism", "parallelism 3 != completions 2"),
+        ("nnodes", "--nnodes=4 but completions is 2"),
+        ("node-rank", "is not the pod's completion index"),
+        ("master-addr", "is not rank 0's pod envgym-trainer-0.envgym-trainer"),
+        ("not-indexed", "completionMode must be Indexed"),
+        ("entry-point", "not torchrun"),
+        ("no-headless-service", "no headless Service 'envgym-trainer'"),
+        ("no-peer-policy", "allows ingress between trainer pods"),
+        ("env-server-url", "is not the env-server Service"),
+        ("token-in-env", "is not on a mounted Secret volume"),
+    ],
+)
+def test_policy_catches_a_trainer_job_whose_ranks_cannot_meet(breakage: str, found: str) -> None:
+    docs = copy.deepcopy(render(resolve_overlay("dev")))
+    job, container = _trainer(docs)
+    if breakage == "parallelism":
+        job["spec"]["parallelism"] = 3
+    elif breakage == "nnodes":
+        _set_flag(container, "--nnodes", "4")
+    elif breakage == "node-rank":
+        _set_flag(container, "--node-rank", "0")
+    elif breakage == "master-addr":
+        _set_flag(container, "--master-addr", "envgym-trainer")
+    elif breakage == "not-indexed":
+        del job["spec"]["completionMode"]
+    elif breakage == "entry-point":
+        container["command"], container["args"] = ["envgym", "train"], []
+    elif breakage == "no-headless-service":
+        docs = [d for d in docs if not (d["kind"] == "Service" and d["metadata"]["name"] == "envgym-trainer")]
+    elif breakage == "no-peer-policy":
+        docs = [d for d in docs if d["metadata"]["name"] != "envgym-trainer-peers"]
+    elif breakage == "env-server-url":
+        _set_flag(container, "--set=env_server_url", "http://envgym-env-server:8888")
+    elif breakage == "token-in-env":
+        _set_flag(container, "--set=env_server_token_file", "/tmp/token")
+    assert any(found in v for v in trainer_violations(docs)), trainer_violations(docs)
