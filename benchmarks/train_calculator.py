@@ -15,6 +15,10 @@ graded and scores 0. Writes `reward_curve.png`, `metrics.jsonl`, `report.json` a
 rollout and update times next to a plain-torch forward and backward of the same samples (full logits, each
 micro-batch padded to its longest sample, as the learner did before issue 14) measured in the same run, and
 the ratio step / raw; it writes `profile.md` and `profile.json` to `--out`.
+
+`--nproc N` measures GRPO samples per second with 1 and with N data-parallel processes under torchrun
+(`benchmarks/train_nproc.py`), writes `nproc.md` and `nproc.json` to `--out` and stops; `--model tiny-random`
+makes it a quick check of the path rather than of SmolLM2's speed.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 
 import gymnasium as gym
 import torch
+from train_nproc import add_arguments, run_nproc  # beside this script
 
 import envgym  # noqa: F401  (registers envgym/* ids)
 from envgym.play.episode import run_episode
@@ -83,8 +88,11 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true",
                         help="time one GRPO step against the raw forward+backward of its batch, then stop")
     parser.add_argument("--profile-tries", type=int, default=3, help="--profile: steps tried for one that updates")
+    add_arguments(parser)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.nproc:
+        return run_nproc(args)
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
 

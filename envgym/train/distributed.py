@@ -1,5 +1,6 @@
-"""Data-parallel learning on `torch.distributed`: ranks from torchrun's environment, groups sharded across
-ranks, the loss denominators and the gradients summed across ranks.
+"""Data-parallel GRPO on `torch.distributed`: ranks from torchrun's environment, each step's groups sharded
+across ranks for rollouts and learning (`GroupShard`: whole groups, fixed by rank and rank count), the loss
+denominators and the gradients summed across ranks, small collectives for metrics and agreement checks.
 
 Why a manual all-reduce and not DDP: the learner runs the shared prefix once and pushes the micro-batches'
 gradients through it by hand (`envgym.train.learner.PrefixState`), bypassing the module's forward that DDP
