@@ -1,8 +1,8 @@
 """`benchmarks/train_calculator.py --nproc N`: GRPO samples per second with 1 and with N data-parallel processes.
 
 Runs `envgym train` under `torchrun --standalone --nproc-per-node K` for K = 1 and K = N with the same settings
-and the same total CPU threads (`--threads`, split evenly over the K processes), `tasks_per_step` = N so every
-rank rolls out whole groups, and `zero_std_tolerance` -1 so every step updates (a throughput measure, not a
+and the same torch threads per process (`--nproc-threads`, default 1: N processes use N times the cores, as
+data-parallel ranks on more nodes would), `tasks_per_step` = N so every rank rolls out whole groups, and `zero_std_tolerance` -1 so every step updates (a throughput measure, not a
 learning run). Samples per second = episodes rolled out and trained on / the summed wall time of the steps after
 the first (the first pays for warm-up); the ratio is N processes over 1, measured in the same run.
 """
@@ -25,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="measure samples/s with 1 and with NPROC processes under torchrun, then stop")
     parser.add_argument("--nproc-steps", type=int, default=4, help="--nproc: GRPO steps per run (the first is warm-up)")
     parser.add_argument("--model", default="local", help="--nproc: policy model ('local' SmolLM2 or 'tiny-random')")
+    parser.add_argument("--nproc-threads", type=int, default=1, help="--nproc: torch threads of every process")
 
 
 def _run(k: int, args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -35,7 +36,7 @@ def _run(k: int, args: argparse.Namespace, out: Path) -> dict[str, Any]:
         "micro_batch_size": 2, "heldout_tasks": args.heldout, "max_steps": args.nproc_steps, "save_every": 0,
         "zero_std_tolerance": -1, "seed": args.seed,
     }
-    threads = max(args.threads // k, 1)
+    threads = args.nproc_threads
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={k}",
             "-m", "envgym.cli", "train", *[f"--set={key}={value}" for key, value in settings.items()], "--json"]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1"}
@@ -75,7 +76,7 @@ def run_nproc(args: argparse.Namespace) -> int:
     report = {
         "command": shlex.join([sys.executable.rsplit("/", 1)[-1], *sys.argv]),
         "model": args.model, "group_size": args.group_size, "tasks_per_step": args.nproc,
-        "max_new_tokens": args.max_new_tokens, "max_turns": args.max_turns, "total_threads": args.threads,
+        "max_new_tokens": args.max_new_tokens, "max_turns": args.max_turns,
         "runs": runs, "ratio": round(ratio, 3),
         "loadavg_before": [round(x, 2) for x in load_before],
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
@@ -104,7 +105,7 @@ def table(report: dict[str, Any]) -> str:
         "",
         f"model {report['model']}, group_size {report['group_size']}, tasks_per_step {report['tasks_per_step']}, "
         f"max_new_tokens {report['max_new_tokens']}, max_turns {report['max_turns']}, "
-        f"{report['total_threads']} torch threads in all; groups per rank in the last step: "
+        "groups per rank in the last step: "
         f"{report['runs'][1]['groups_per_rank']}; load average before/after {report['loadavg_before']} / "
         f"{report['loadavg_after']}.",
         "",

@@ -166,8 +166,9 @@ def test_ranks_that_disagree_on_the_policy_version_both_stop(two_ranks: list[dic
 
 
 def test_torchrun_train_on_two_ranks_resumes_into_one_process(tmp_path: Path) -> None:
-    # `envgym train` under torchrun: 2 gloo ranks learn from their shards of calculator-v0 groups, rank 0
-    # alone writes metrics and checkpoints, and one process resumes from that checkpoint.
+    # `envgym train` under torchrun: 2 gloo ranks, each with its own async rollout worker over its share of
+    # the calculator-v0 groups, learn from their shards; rank 0 alone writes metrics and checkpoints, and one
+    # process (synchronous rollouts) resumes from that checkpoint.
     import json
     import subprocess
     import sys
@@ -180,7 +181,8 @@ def test_torchrun_train_on_two_ranks_resumes_into_one_process(tmp_path: Path) ->
     )]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     two = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-           "-m", "envgym.cli", "train", *settings, "--set=max_steps=2", "--json"]
+           "-m", "envgym.cli", "train", *settings, "--set=max_steps=2", "--set=async_rollouts=true",
+           "--set=buffer_size=1", "--set=max_staleness=1", "--json"]
     done = subprocess.run(two, capture_output=True, text=True, timeout=600, env=env, cwd=Path.cwd())
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -188,6 +190,7 @@ def test_torchrun_train_on_two_ranks_resumes_into_one_process(tmp_path: Path) ->
     assert all(r["updated"] == 1.0 and r["episodes"] == 4.0 for r in rows)  # both ranks' shards counted
     # Each rank rolled out its own group of the two, not both (before, every rank rolled out the whole step).
     assert all(r["rollout_groups_per_rank"] == [1, 1] for r in rows)
+    assert all(0 <= r["max_staleness_seen"] <= 1 for r in rows)  # the bound, over both ranks' groups
     one = [sys.executable, "-m", "envgym.cli", "train", *settings, "--set=max_steps=3", "--set=resume_from=latest",
            "--json"]
     done = subprocess.run(one, capture_output=True, text=True, timeout=600, env=env, cwd=Path.cwd())
