@@ -35,8 +35,8 @@ from .manifest_checks import (
     schema_violations,
     secret_env_violations,
     session_violations,
-    trainer_violations,
 )
+from .trainer_checks import trainer_violations
 
 OVERLAYS = overlay_names()
 
