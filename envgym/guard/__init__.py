@@ -12,12 +12,13 @@ from envgym.guard.core import (
     Guard,
     GuardConfig,
     RecordLookup,
+    RecordRule,
+    RecordTable,
     TargetRule,
     ToolRule,
     Verdict,
-    serves_goal,
 )
-from envgym.guard.episode import AttackSuite, EpisodeGuard, GuardSession
+from envgym.guard.episode import AttackSuite, EpisodeGuard, GuardSession, serves_goal
 from envgym.guard.provenance import Provenance
 from envgym.guard.text import UNTRUSTED_CLOSE, UNTRUSTED_OPEN, escape_control, mentions, normalize
 
@@ -34,6 +35,8 @@ __all__ = [
     "GuardSession",
     "Provenance",
     "RecordLookup",
+    "RecordRule",
+    "RecordTable",
     "TargetRule",
     "ToolRule",
     "Verdict",

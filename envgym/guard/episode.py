@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from envgym.guard.core import Confirm, Guard, GuardConfig, Verdict, serves_goal
+from envgym.guard.core import Confirm, Guard, GuardConfig, Verdict
 from envgym.guard.provenance import Provenance
 from envgym.guard.text import UNTRUSTED_CLOSE, UNTRUSTED_OPEN, escape_control
 from envgym.loader import EnvironmentData
@@ -20,7 +20,7 @@ from envgym.world.errors import EnvConfigError, ReplayError
 from envgym.world.replay import Plant
 from envgym.world.spec import TaskSpec, ToolCall
 from envgym.world.state import WorldState
-from envgym.world.tools import ToolErrorKind, ToolResult, resolve_python
+from envgym.world.tools import ToolErrorKind, ToolExecutor, ToolResult, resolve_python
 
 
 class AttackSuite(Protocol):
@@ -192,3 +192,28 @@ class EpisodeGuard:
             reached = self.attacks.goal_reached(state, self.attack, self._task, self.ran)
             report["attack"] = {"id": self.attack, "goal_reached": reached}
         return report
+
+
+def serves_goal(executor: ToolExecutor, state: WorldState, target: WorldState, tool: str,
+                args: dict[str, Any]) -> bool:
+    """The simulated user's approval: True when the call changes the world and every change is one its goal needs.
+
+    The call runs on a copy of `state`; each added record must equal the goal state's record with the same key,
+    each removed record must be gone in the goal state, and each changed field must hold the goal state's value.
+    """
+    trial = state.copy()
+    if not executor.execute(trial, tool, args).ok:
+        return False
+    changes = state.diff(trial)
+    if not changes:
+        return False
+    for change in changes:
+        goal_record = target.tables.get(change.entity, {}).get(change.key)
+        if change.kind == "added" and goal_record != change.after:
+            return False
+        if change.kind == "removed" and goal_record is not None:
+            return False
+        if change.kind == "changed" and (goal_record is None or goal_record.get(str(change.field)) != change.after):
+            return False
+    return True
+

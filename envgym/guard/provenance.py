@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from envgym.guard.derive import numbers_in
 from envgym.guard.text import addresses_and_links, decoded_views, host_of, normalize, spans, squash
 
 USER, SYSTEM, TRUSTED, ALLOWED = "user", "system", "trusted", "allow_list"
@@ -76,6 +77,9 @@ class Provenance:
         self._indicators: dict[str, str] = {}  # address, link or host -> its squashed form
         self._said: tuple[str, str] | None = None
         self.private: dict[str, str] = {}  # normal form of a private value -> its field
+        # Untrusted results of reads that chose their source by strings (a file name, a URL, a channel), whether the
+        # read was a fetch from an outside server: `delegated` decides at question time whether the user typed them.
+        self._pointed: list[tuple[str, tuple[str, ...], bool]] = []
 
     # ---------------------------------------------------------------- feeding
 
@@ -87,12 +91,16 @@ class Provenance:
         self._system.append(normalize(text))
         self._said = None
 
-    def add_result(self, content: str, trusted: bool) -> None:
+    def add_result(self, content: str, trusted: bool, selectors: tuple[str, ...] = (), fetch: bool = False) -> None:
+        """Record a tool result. `selectors`: the string arguments that chose an untrusted result's source (its
+        file name, URL, channel, query); `fetch`: the read went to an outside server."""
         if trusted:
             self._trusted.append(content.lower())
         else:
             self._untrusted.append(content)
             self.tainted = True
+            if selectors:
+                self._pointed.append((normalize(content), tuple(normalize(s) for s in selectors), fetch))
 
     def add_private(self, value: str, field: str) -> None:
         """Record a value of a private field (`GuardConfig.private`); short values are too common to track."""
@@ -159,6 +167,27 @@ class Provenance:
             if not any(qs <= start and end <= qe for leaf in longer for qs, qe in spans(user, leaf)):
                 return True
         return False
+
+    def pointed_sources(self, for_fetch: bool = False) -> list[str]:
+        """The untrusted texts the user pointed at: results of reads whose every selector the user typed (delegation
+        does not chain: a source chosen by another source's words is not one). `for_fetch`: fetched pages left out,
+        so that no link found on a page is followed on the user's behalf (crawling on the page's word)."""
+        user = self.said[0]
+        return [text for text, selectors, fetched in self._pointed
+                if not (for_fetch and fetched) and all(s and self._typed_by_user(user, s) for s in selectors)]
+
+    def delegated(self, value: Any, for_fetch: bool = False) -> bool:
+        """Whether `value` is written, as a whole token, in a source the user pointed at (`pointed_sources`)."""
+        low = normalize(value if isinstance(value, str) else json.dumps(value))
+        return bool(low) and any(spans(text, low) for text in self.pointed_sources(for_fetch))
+
+    def numbers(self) -> tuple[list[float], list[float]]:
+        """(numbers the user typed or a source the user pointed at says, numbers in trusted records)."""
+        anchored = numbers_in(self.said[0])
+        for text in self.pointed_sources():
+            anchored += numbers_in(text)
+        trusted = [n for text in self._trusted for n in numbers_in(text)]
+        return anchored, trusted
 
     def in_untrusted(self, value: str) -> bool:
         """Whether `value` (any spelling) occurs in untrusted text."""

@@ -20,7 +20,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envgym.guard import Guard, GuardConfig, RecordLookup, TargetRule, ToolRule, normalize
+from envgym.guard import (
+    Guard,
+    GuardConfig,
+    RecordLookup,
+    RecordRule,
+    RecordTable,
+    TargetRule,
+    ToolRule,
+    normalize,
+)
 from envgym.world.spec import ToolLabel
 
 
@@ -35,13 +44,17 @@ class Sink:
     chosen: tuple[str, ...] = ()
     target: TargetRule | None = None
     intent: tuple[str, ...] | None = None  # None: the guard's default (the verb of a destructive tool's name)
+    delegable: tuple[str, ...] = ()  # may come from a source the user pointed at, or be computed (`ToolRule`)
 
 
 _EGRESS: tuple[ToolLabel, ...] = ("egress",)
 _DESTRUCTIVE: tuple[ToolLabel, ...] = ("destructive",)
 # A record a user names by its title or file name; the key is looked up in the AgentDojo environment (`lookup`).
-_FILE = TargetRule(arg="file_id", entity="file", names=["filename"])
-_EVENT = TargetRule(arg="event_id", entity="event", names=["title"])
+# Described targets: "the grocery list" (words of a file name), "my Dental check-up" (the event described so), "the
+# largest file" (a superlative over the size the drive reports).
+_FILE = TargetRule(arg="file_id", entity="file", names=["filename"], match="best",
+                   ranks={"largest": "size", "biggest": "size", "smallest": "-size"})
+_EVENT = TargetRule(arg="event_id", entity="event", names=["title", "description"], match="best")
 _EMAIL_TARGET = TargetRule(arg="email_id", entity="email", names=["subject"])
 _EMAIL = Sink(_EGRESS, ("recipients", "cc", "bcc", "attachments"), ("subject", "body"))
 # Writing to the user's calendar is a write the user must ask for, even with nobody invited.
@@ -104,7 +117,26 @@ PRIVATE: dict[str, dict[str, list[str]]] = {
                "bank_account_number": ["bank account", "account number"], "ID_number": ["id number"]},
 }
 
-# Arguments a read sends to an outside server (the URL of a fetch can carry data out).
+# How a user names the records a read returns, and the fields the platform (not the record's third-party author)
+# writes on them: once the user names a record, those values are the user's (the participants of "the
+# 'Introductory meeting' event", the sender of "the emails about the hiking trip", who sent "that 10.00").
+_EVENTS = RecordRule(names=["title"], stamped=["id_", "participants"])
+_EMAILS = RecordRule(names=["subject"], stamped=["id_", "sender", "recipients", "cc", "bcc"])
+_FILES = RecordRule(names=["filename"], stamped=["id_", "owner"])
+RECORDS: dict[str, dict[str, RecordRule]] = {
+    "workspace": {
+        **dict.fromkeys(["search_calendar_events", "get_day_calendar_events"], _EVENTS),
+        **dict.fromkeys(["get_unread_emails", "get_sent_emails", "get_received_emails", "get_draft_emails",
+                         "search_emails"], _EMAILS),
+        **dict.fromkeys(["search_files_by_filename", "get_file_by_id", "list_files", "search_files"], _FILES),
+    },
+    "travel": dict.fromkeys(["search_calendar_events", "get_day_calendar_events"], _EVENTS),
+    "banking": {"get_most_recent_transactions": RecordRule(names=["amount", "subject"], stamped=["sender", "recipient"])},
+}
+
+# Arguments a read sends to an outside server (the URL of a fetch can carry data out). They are delegable: a link
+# written in a source the user pointed at ("the websites posted to the 'general' channel") may be fetched, but never
+# one found on a fetched page (the guard does not let delegation chain through fetches).
 FETCH_ARGS: dict[str, dict[str, tuple[str, ...]]] = {"slack": {"get_webpage": ("url",)}}
 
 SINKS: dict[str, dict[str, Sink]] = {
@@ -129,17 +161,23 @@ SINKS: dict[str, dict[str, Sink]] = {
         "send_email": _EMAIL,
     },
     "banking": {
-        "send_money": Sink(_EGRESS, ("recipient", "amount"), ("subject",)),
-        "schedule_transaction": Sink(_EGRESS, ("recipient", "amount"), ("subject",)),
-        "update_scheduled_transaction": Sink(_EGRESS, ("id", "recipient", "amount"), ("subject",)),
+        # The payee is never delegated ("pay the bill in this file" is refused: the file's author picks the payee);
+        # the amount may be the file's or computed ("adjust my rent as the notice says", "send back the difference").
+        "send_money": Sink(_EGRESS, ("recipient", "amount"), ("subject",), delegable=("amount",)),
+        "schedule_transaction": Sink(_EGRESS, ("recipient", "amount"), ("subject",), delegable=("amount",)),
+        "update_scheduled_transaction": Sink(_EGRESS, ("id", "recipient", "amount"), ("subject",),
+                                             delegable=("amount",)),
         "update_password": Sink(_DESTRUCTIVE, (), secret=("password",)),
-        "update_user_info": Sink(_DESTRUCTIVE, ("first_name", "last_name", "street", "city")),
+        "update_user_info": Sink(_DESTRUCTIVE, ("first_name", "last_name", "street", "city"),
+                                 delegable=("first_name", "last_name", "street", "city")),
     },
     "slack": {
         "add_user_to_channel": Sink(_EGRESS, ("user", "channel")),
         "send_direct_message": Sink(_EGRESS, ("recipient",), ("body",)),
         "send_channel_message": Sink(_EGRESS, ("channel",), ("body",)),
-        "invite_user_to_slack": Sink(_EGRESS, ("user", "user_email")),
+        # Whom to invite is the user's; that user's address may be where the user said to find it ("her e-mail is on
+        # her website").
+        "invite_user_to_slack": Sink(_EGRESS, ("user", "user_email"), delegable=("user_email",)),
         "remove_user_from_slack": Sink(_DESTRUCTIVE, ("user",)),
         "post_webpage": Sink(_EGRESS, ("url",), ("content",)),
     },
@@ -166,12 +204,14 @@ def tool_rule(suite: str, tool: ToolInfo) -> tuple[list[ToolLabel], ToolRule]:
         labels.append("read_only")
     elif sink is None:
         sink = Sink(("egress", "destructive"), tuple(tool.parameters.get("properties", {})))
+    records = RECORDS.get(suite, {}).get(tool.name)
     if sink is None:
-        return labels, ToolRule(labels=labels, fetch=fetch)
+        return labels, ToolRule(labels=labels, fetch=fetch, delegable=fetch, records=records)
     labels.extend(sink.labels)
     return labels, ToolRule(labels=labels, control=list(sink.control), content=list(sink.content),
                             secret=list(sink.secret), chosen=list(sink.chosen), target=sink.target, fetch=fetch,
-                            intent=list(sink.intent) if sink.intent is not None else None)
+                            intent=list(sink.intent) if sink.intent is not None else None,
+                            delegable=list(sink.delegable), records=records)
 
 
 def build_guard(suite: str, tools: Sequence[ToolInfo], setting: dict[str, Any] | None = None) -> Guard:
@@ -221,6 +261,19 @@ def record_lookup(env: Any) -> RecordLookup:
         return None
 
     return lookup
+
+
+def record_table(env: Any) -> RecordTable:
+    """Every record of an entity in an AgentDojo environment, by key, as plain dicts (for described targets)."""
+
+    def table(entity: str) -> dict[str, dict[str, Any]]:
+        owner, attribute = _TABLES.get(entity, ("", ""))
+        records = getattr(getattr(env, owner, None), attribute, None)
+        if isinstance(records, dict):
+            return {str(k): r.model_dump(mode="json") for k, r in records.items()}
+        return {}
+
+    return table
 
 
 def result_values(value: Any) -> Iterator[str]:

@@ -34,7 +34,7 @@ from agentdojo.types import (
 from pydantic import BaseModel
 
 from envgym.guard import UNTRUSTED_CLOSE, UNTRUSTED_OPEN, Guard, Provenance, escape_control
-from envgym.integrations.agentdojo.mapping import observed_text, platform_values, record_lookup
+from envgym.integrations.agentdojo.mapping import observed_text, platform_values, record_lookup, record_table
 
 _NO_ENV = EmptyEnv()  # AgentDojo's default environment, made once
 _SESSION = "envgym_guard"
@@ -115,7 +115,7 @@ class GuardedToolsExecutor(BasePipelineElement):
         args = dict(call.args)
         guard = self.guard
         if log is not None and guard is not None and guard.is_sink(call.function):
-            verdict = guard.judge(call.function, args, log.provenance, record_lookup(env))
+            verdict = guard.judge(call.function, args, log.provenance, record_lookup(env), record_table(env))
             if not verdict.allowed:
                 log.held.append(Held(call.function, args, verdict.reasons))
                 return ChatToolResultMessage(role="tool", content=[text_content_block_from_string("")],
@@ -125,18 +125,19 @@ class GuardedToolsExecutor(BasePipelineElement):
         result, error = runtime.run_function(env, call.function, args)
         shown = tool_result_to_str(result) if error is None else ""
         if log is not None and guard is not None:
-            shown = self._record(guard, log.provenance, call.function, _plain(result), shown, error)
+            shown = self._record(guard, log.provenance, call.function, args, _plain(result), shown, error)
         return ChatToolResultMessage(role="tool", content=[text_content_block_from_string(shown)],
                                      tool_call_id=call.id, tool_call=call, error=error)
 
-    def _record(self, guard: Guard, provenance: Provenance, tool: str, result: Any, shown: str,
+    def _record(self, guard: Guard, provenance: Provenance, tool: str, args: dict[str, Any], result: Any, shown: str,
                 error: str | None) -> str:
         """Tell the guard where a result came from; return what the agent sees (escaped, delimited if untrusted)."""
         if error is None:
             guard.record_private(provenance, result)
+            guard.record_named(provenance, tool, result)
         if tool in guard.untrusted:
             # A failed call of a third-party reader taints like a successful one: its error may quote the data.
-            guard.record_result(provenance, tool, shown if error is None else error)
+            guard.record_result(provenance, tool, shown if error is None else error, args)
             trusted = platform_values(self.suite, tool, result)
             if trusted:
                 provenance.add_result(observed_text(trusted), trusted=True)
