@@ -318,7 +318,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
         message = tool_message(call, result.payload())
         if self.tool_rewards:
             labels.append(self.calls.record(self.steps, call, result, message["content"], self.state, before_hash))
-        message["content"] = self.security.observe(call.name, result.ok, message["content"])
+        message["content"] = self.security.observe(call.name, result.ok, message["content"], call.arguments)
         return message
 
     def _execute(self, call: ParsedCall) -> ToolResult:

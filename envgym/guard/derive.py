@@ -153,7 +153,8 @@ def ranked(user: str, records: Mapping[str, Mapping[str, Any]], ranks: Mapping[s
         if not spans(user, normalize(word)):
             continue
         name, sign = (field[1:], -1.0) if field.startswith("-") else (field, 1.0)
-        values = {k: r.get(name) for k, r in records.items() if isinstance(r.get(name), int | float)}
+        values: dict[str, float] = {k: v for k, r in records.items()
+                                    if isinstance(v := r.get(name), int | float) and not isinstance(v, bool)}
         if values:
             top = max(sign * v for v in values.values())
             picked.update(k for k, v in values.items() if sign * v == top)

@@ -133,8 +133,9 @@ class EpisodeGuard:
                 run: Callable[[ParsedCall], ToolResult]) -> ToolResult:
         """Run `call` through the guard: a held call runs (through `run(call)`) only if confirmation approves it."""
         session, guard = self.session, self.guard
-        if session is not None and guard is not None and guard.is_sink(call.name):
+        if session is not None:  # the user's words, before a read is recorded: they say which sources they named
             self._read(session, messages)
+        if session is not None and guard is not None and guard.is_sink(call.name):
             verdict = guard.judge(call.name, call.arguments, session.provenance,
                                   lambda entity, key: state.tables.get(entity, {}).get(key))
             if not verdict.allowed:
@@ -169,15 +170,16 @@ class EpisodeGuard:
             return serves_goal(self.data.executor, state, target, request.tool, request.arguments)
         return False
 
-    def observe(self, tool: str, ok: bool, content: str) -> str:
-        """The tool result the agent sees: control tokens escaped, delimited when untrusted; records its origin.
+    def observe(self, tool: str, ok: bool, content: str, arguments: dict[str, Any] | None = None) -> str:
+        """The tool result the agent sees: control tokens escaped, delimited when untrusted; records its origin
+        (`arguments`: the call's, which say what source a read chose).
 
         A failed call of an untrusted tool taints like a successful one: its error message may quote the attacker.
         """
         session, guard = self.session, self.guard
         if session is None or guard is None:
             return content
-        guard.record_result(session.provenance, tool, content)
+        guard.record_result(session.provenance, tool, content, arguments)
         if not guard.config.delimit:
             return content
         content = escape_control(content)

@@ -100,7 +100,7 @@ class Provenance:
             self._untrusted.append(content)
             self.tainted = True
             if selectors:
-                self._pointed.append((normalize(content), tuple(normalize(s) for s in selectors), fetch))
+                self._pointed.append((content, selectors, fetch))
 
     def add_private(self, value: str, field: str) -> None:
         """Record a value of a private field (`GuardConfig.private`); short values are too common to track."""
@@ -173,8 +173,8 @@ class Provenance:
         does not chain: a source chosen by another source's words is not one). `for_fetch`: fetched pages left out,
         so that no link found on a page is followed on the user's behalf (crawling on the page's word)."""
         user = self.said[0]
-        return [text for text, selectors, fetched in self._pointed
-                if not (for_fetch and fetched) and all(s and self._typed_by_user(user, s) for s in selectors)]
+        return [normalize(text) for text, selectors, fetched in self._pointed
+                if not (for_fetch and fetched) and all(self._typed_by_user(user, normalize(s)) for s in selectors)]
 
     def delegated(self, value: Any, for_fetch: bool = False) -> bool:
         """Whether `value` is written, as a whole token, in a source the user pointed at (`pointed_sources`)."""

@@ -71,18 +71,26 @@ def markdown(results: Sequence[SuiteResult], command: str, base: str) -> str:
                          f"would count {r.attempted_guard_on}/{r.pairs} with the guard on.")
         if r.successful_attacks_on:
             lines.append(f"- {r.suite}: attacks that succeeded with the guard on: {', '.join(r.successful_attacks_on)}")
-    lines += ["", "## Ground truths the guard refused", ""]
+    lines += ["", "## Ground truths the guard refused", "",
+              "One row per refused call: the user task, its request, the call and the guard's reasons.", "",
+              "| suite | user task | request | refused call | reasons |", "|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"### {r.suite}: {len(r.refusals)} of {r.user_tasks}")
-        lines.append("")
         for refusal in r.refusals:
-            lines.append(f"- **{refusal.task}**: {' '.join(refusal.prompt.split())}")
-            for call in refusal.calls:
-                lines.append(f"  - `{call['tool']}({_args(call['arguments'])})`: {'; '.join(call['reasons'])}")
-            if not refusal.calls:
-                lines.append("  - no call was refused (the task failed on the calls that ran)")
-        lines.append("")
+            prompt = _cell(refusal.prompt)
+            for call in refusal.calls or [{"tool": "", "arguments": {}, "reasons": ["no call was refused (the task "
+                                                                                    "failed on the calls that ran)"]}]:
+                shown = f"`{call['tool']}({_args(call['arguments'])})`" if call["tool"] else ""
+                lines.append(f"| {r.suite} | {refusal.task} | {prompt} | {_cell(shown)} | "
+                             f"{_cell('; '.join(call['reasons']))} |")
+                prompt = "(same)"
+    lines.append("")
+    lines += [f"- {r.suite}: {len(r.refusals)} of {r.user_tasks} refused" for r in results]
     return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    """`text` on one line, safe inside a Markdown table cell."""
+    return " ".join(text.split()).replace("|", "\\|")
 
 
 def _args(arguments: dict) -> str:
