@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Iterator
 from typing import Any
 
-from envgym.guard.derive import numbers_in
+from envgym.guard.derive import computed, numbers_in
 from envgym.guard.text import addresses_and_links, decoded_views, host_of, normalize, spans, squash
 
 USER, SYSTEM, TRUSTED, ALLOWED = "user", "system", "trusted", "allow_list"
@@ -180,6 +181,17 @@ class Provenance:
         """Whether `value` is written, as a whole token, in a source the user pointed at (`pointed_sources`)."""
         low = normalize(value if isinstance(value, str) else json.dumps(value))
         return bool(low) and any(spans(text, low) for text in self.pointed_sources(for_fetch))
+
+    def delegates(self, value: Any, for_fetch: bool = False) -> bool:
+        """Whether the user delegated `value`: written in a source they pointed at (`delegated`), or a number
+        computed from the user's, such sources' and trusted records' numbers (`envgym.guard.derive.computed`)."""
+        if self.delegated(value, for_fetch):
+            return True
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            return False
+        return math.isfinite(number) and computed(number, *self.numbers())
 
     def numbers(self) -> tuple[list[float], list[float]]:
         """(numbers the user typed or a source the user pointed at says, numbers in trusted records)."""
