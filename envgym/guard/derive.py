@@ -5,9 +5,9 @@ Three ways a request fixes a value it does not spell out, each bounded so that u
 - **Named records.** A record the user names by one of its name fields (an event's title, an email's subject, a
   transaction's amount) lends the guard the fields the platform writes on it (its participants, sender, id): the
   user pointed at the record, and no third party writes those fields into someone else's record.
-- **Targets by description.** A write's target may be named by the words of its name ("the grocery list" for
-  grocery-list-today.docx: the one record those words cover best) or by a superlative over a platform field ("the
-  largest file": the record with the largest size).
+- **Targets by description.** A write's target may be named by a run of its name's words ("the grocery list" for
+  grocery-list-today.docx, if no other record's name holds that run as large a share) or by a superlative over a
+  platform field ("the largest file": the record with the largest size).
 - **Computation.** An amount may be a small arithmetic expression (two operations at most) over numbers the user
   typed, trusted records hold or a source the user pointed at says, with at least one operand that is not only a
   trusted record's (the user asked for the computation): a refund difference, a VAT top-up, a rent increase.
