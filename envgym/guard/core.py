@@ -204,6 +204,7 @@ class Guard:
         self._unknown = _compile("", set(), ToolRule())
         self.untrusted = frozenset(n for n, p in self.policies.items() if p.source == "untrusted")
         self.trusted_sources = frozenset(n for n, p in self.policies.items() if p.source == "trusted")
+        self.names_records = any(p.records is not None for p in self.policies.values())  # see `record_named`
         # Without untrusted sources or limits no call can ever need confirmation: the env skips the guard.
         self.active = bool(self.untrusted) or any(p.limits for p in self.policies.values())
 
@@ -245,9 +246,7 @@ class Guard:
         policy = self.policies.get(tool, self._unknown)
         if policy.source == "sink":
             return
-        selectors = tuple(str(v) for v in (arguments or {}).values() if isinstance(v, str) and v.strip())
-        provenance.add_result(content, trusted=policy.source == "trusted", selectors=selectors,
-                              fetch=bool(policy.fetch))
+        provenance.add_result(content, policy.source == "trusted", arguments, bool(policy.fetch))
         if self.config.private or policy.records is not None:
             result = parse_result(content)
             if self.config.private:

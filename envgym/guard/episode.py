@@ -133,11 +133,13 @@ class EpisodeGuard:
                 run: Callable[[ParsedCall], ToolResult]) -> ToolResult:
         """Run `call` through the guard: a held call runs (through `run(call)`) only if confirmation approves it."""
         session, guard = self.session, self.guard
-        if session is not None:  # the user's words, before a read is recorded: they say which sources they named
-            self._read(session, messages)
+        if session is not None and guard is not None and guard.names_records:
+            self._read(session, messages)  # before the result is recorded: the user's words say which records they named
         if session is not None and guard is not None and guard.is_sink(call.name):
+            self._read(session, messages)
             verdict = guard.judge(call.name, call.arguments, session.provenance,
-                                  lambda entity, key: state.tables.get(entity, {}).get(key))
+                                  lambda entity, key: state.tables.get(entity, {}).get(key),
+                                  lambda entity: state.tables.get(entity, {}))
             if not verdict.allowed:
                 approved = self._confirm(verdict, state, task)
                 session.decisions.append({"tool": call.name, "approved": approved})

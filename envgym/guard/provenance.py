@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from envgym.guard.derive import computed, numbers_in
@@ -80,7 +80,7 @@ class Provenance:
         self.private: dict[str, str] = {}  # normal form of a private value -> its field
         # Untrusted results of reads that chose their source by strings (a file name, a URL, a channel), whether the
         # read was a fetch from an outside server: `delegated` decides at question time whether the user typed them.
-        self._pointed: list[tuple[str, tuple[str, ...], bool]] = []
+        self._pointed: list[tuple[str, Mapping[str, Any], bool]] = []
 
     # ---------------------------------------------------------------- feeding
 
@@ -92,16 +92,17 @@ class Provenance:
         self._system.append(normalize(text))
         self._said = None
 
-    def add_result(self, content: str, trusted: bool, selectors: tuple[str, ...] = (), fetch: bool = False) -> None:
-        """Record a tool result. `selectors`: the string arguments that chose an untrusted result's source (its
-        file name, URL, channel, query); `fetch`: the read went to an outside server."""
+    def add_result(self, content: str, trusted: bool, arguments: Mapping[str, Any] | None = None,
+                   fetch: bool = False) -> None:
+        """Record a tool result. `arguments`: the call's, whose strings chose an untrusted result's source (its file
+        name, URL, channel, query); `fetch`: the read went to an outside server."""
         if trusted:
             self._trusted.append(content.lower())
         else:
             self._untrusted.append(content)
             self.tainted = True
-            if selectors:
-                self._pointed.append((content, selectors, fetch))
+            if arguments:
+                self._pointed.append((content, arguments, fetch))
 
     def add_private(self, value: str, field: str) -> None:
         """Record a value of a private field (`GuardConfig.private`); short values are too common to track."""
@@ -174,8 +175,12 @@ class Provenance:
         does not chain: a source chosen by another source's words is not one). `for_fetch`: fetched pages left out,
         so that no link found on a page is followed on the user's behalf (crawling on the page's word)."""
         user = self.said[0]
-        return [normalize(text) for text, selectors, fetched in self._pointed
-                if not (for_fetch and fetched) and all(self._typed_by_user(user, normalize(s)) for s in selectors)]
+        found = []
+        for text, arguments, fetched in self._pointed:
+            selectors = [normalize(v) for v in arguments.values() if isinstance(v, str) and v.strip()]
+            if selectors and not (for_fetch and fetched) and all(self._typed_by_user(user, s) for s in selectors):
+                found.append(normalize(text))
+        return found
 
     def delegated(self, value: Any, for_fetch: bool = False) -> bool:
         """Whether `value` is written, as a whole token, in a source the user pointed at (`pointed_sources`)."""
