@@ -308,3 +308,15 @@ def test_a_delegable_amount_comes_from_the_note_the_user_named_only(opening: str
     paid = _run(env, "pay", amount=42.5)
     assert ("guard:" not in paid) is allowed, paid
     assert "guard:" in _run(env, "pay", amount=99)  # a number no source the user named says
+
+
+@pytest.mark.parametrize("opening, allowed", [("Email the author of note 0 a thank-you.", True),
+                                              ("Email the authors of my notes a thank-you.", False)])
+def test_a_stamped_field_of_the_record_the_user_names_is_trusted(opening: str, allowed: bool) -> None:
+    world = _world({"tools": {"send": {"control": ["to"], "content": ["body"]},
+                              "read_notes": {"records": {"names": ["title"], "stamped": ["author"]}}}})
+    world.entities["notes"].fields["author"] = FieldSpec(value="carl@partner.com")
+    env = _env(opening, world=world)
+    _run(env, "read_notes")
+    sent = _run(env, "send", to="carl@partner.com", body="Thank you!")
+    assert ("guard:" not in sent) is allowed, sent
