@@ -17,7 +17,7 @@ import gymnasium as gym
 from envgym.cli.common import CliError, add_json_flag, print_json
 from envgym.cli.serve import is_loopback, resolve_env_id
 from envgym.sandbox.tokens import TokenFileError, read_token_file, write_new_token
-from envgym.serve.mcp_episodes import EpisodeBook, McpSetupError
+from envgym.serve.mcp_episodes import SESSION_IDLE_TIMEOUT_S, EpisodeBook, McpSetupError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,6 +34,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     auth = p.add_mutually_exclusive_group()
     auth.add_argument("--token-file", default=None, help="http: file (mode 0600) with the agent's bearer token")
     auth.add_argument("--no-auth", action="store_true", help="http: accept agents without a token (loopback only)")
+    p.add_argument("--session-idle-timeout", type=float, default=SESSION_IDLE_TIMEOUT_S, metavar="SECONDS",
+                   help="http: end a session (and drop its world) after this long without a request")
     p.add_argument("--admin-token-file", default=None, help="http: file (mode 0600) with the operator's token")
     add_json_flag(p)  # http: one object once it listens: {"env", "url", "token_file", "admin_token_file"}
     p.set_defaults(func=run)
@@ -42,6 +44,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     env_id = resolve_env_id(args.env)
     gym.spec(env_id)
+    if not 0 < args.session_idle_timeout < float("inf"):
+        raise CliError(f"--session-idle-timeout must be a positive number of seconds, not {args.session_idle_timeout}")
     if args.no_auth and not is_loopback(args.host):
         raise CliError(f"--no-auth is refused on {args.host}: it is not a loopback address")
     try:
@@ -72,7 +76,8 @@ def _serve_http(args: argparse.Namespace, env_id: str, book: EpisodeBook) -> int
             raise CliError(str(exc)) from None
         if agent_token == admin_token:
             raise CliError("--admin-token-file holds the agent's token: the operator's token must differ")
-        app = build_http_app(book, host=args.host, agent_token=agent_token, admin_token=admin_token)
+        app = build_http_app(book, host=args.host, agent_token=agent_token, admin_token=admin_token,
+                             session_idle_timeout=args.session_idle_timeout)
         try:
             sock = listen(args.host, args.port)
         except OSError as exc:

@@ -3,7 +3,9 @@
 The agent reaches an episode only through tool calls (the world's tools and `USER_TOOL`, its turn to the user);
 it can neither reset nor grade. The operator (whoever started the server) reads rewards from the book: a JSONL
 report file and, over HTTP, the admin routes. A new MCP session is a new episode; the admin routes can also
-restart a session's episode on a chosen task and seed.
+restart a session's episode on a chosen task and seed. When an MCP session ends (the client closes it, or it
+expires idle) its episode is dropped, so a long-running server holds only the open sessions' worlds; a finished
+episode's record stays in the report file.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from envgym.env import ToolWorldEnv
 from envgym.play.tool_turns import USER_TOOL, step_tool_call
 from envgym.world.spec import ToolSpec
 
+SESSION_IDLE_TIMEOUT_S = 30 * 60.0  # over HTTP, a session without a request for this long ends (the mcp SDK's default)
 EPISODE_OVER = "The episode is over; nothing was done. A new MCP session starts a new episode."
 
 
@@ -145,6 +148,14 @@ class EpisodeBook:
         if old is not None:
             old.env.close()
         return episode
+
+    def end(self, session: str) -> None:
+        """Drop `session`'s episode (its MCP session is over); waits for a call still running in it."""
+        with self._lock:
+            episode = self._episodes.pop(session, None)
+        if episode is not None:
+            with episode.lock:
+                episode.env.close()
 
     def _start(self, session: str, seed: int | None, task_id: str | None) -> Episode:
         env = self._make_env()

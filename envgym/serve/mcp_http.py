@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from envgym.serve.mcp_episodes import EpisodeBook, UnknownSessionError
+from envgym.serve.mcp_episodes import SESSION_IDLE_TIMEOUT_S, EpisodeBook, UnknownSessionError
 from envgym.serve.mcp_server import build_server
 from envgym.world.errors import UnknownTaskError
 
@@ -83,9 +83,12 @@ def _admin_routes(book: EpisodeBook) -> list[Route]:
     ]
 
 
-def build_http_app(book: EpisodeBook, *, host: str, agent_token: str | None, admin_token: str) -> ASGIApp:
+def build_http_app(book: EpisodeBook, *, host: str, agent_token: str | None, admin_token: str,
+                   session_idle_timeout: float = SESSION_IDLE_TIMEOUT_S) -> ASGIApp:
+    """The agent's `/mcp` and the operator's `/admin` routes. A session with no request in flight for
+    `session_idle_timeout` seconds is ended by the SDK, and its episode dropped."""
     server = build_server(book, stdio=False)
-    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host,
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host, session_idle_timeout=session_idle_timeout,
                                      custom_starlette_routes=_admin_routes(book))
     return BearerGate(app, agent_token=agent_token, admin_token=admin_token)
 

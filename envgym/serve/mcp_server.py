@@ -6,7 +6,8 @@ system prompt and the user's opening message). Every call goes through the env's
 per-call checks and the error observations are the same as in-process. What it never gets: a reset, the reward,
 the rubric. One world per MCP session: over stdio the process is the session (either era of MCP); over HTTP the
 server speaks the initialize-handshake era, whose sessions carry state (the 2026-07-28 era is stateless, so there
-`server/discover` advertises no such version and the SDK's client falls back to the handshake).
+`server/discover` advertises no such version and the SDK's client falls back to the handshake). A session's world
+lives as long as its MCP connection: when the client closes the session or it expires idle, the episode is dropped.
 """
 
 from __future__ import annotations
@@ -15,16 +16,18 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from envgym.play.tool_turns import USER_TOOL, USER_TOOL_DESCRIPTION, USER_TOOL_SCHEMA
-from envgym.serve.mcp_episodes import EpisodeBook, tool_hints
+from envgym.serve.mcp_episodes import Episode, EpisodeBook, tool_hints
 
 EPISODE_PROMPT = "episode"
 STDIO_SESSION = "stdio"
 SESSION_HEADER = "mcp-session-id"
+ENDS_EPISODE = "envgym_ends_episode"  # in `Connection.state`: the connection's teardown drops its episode
 
 
 def _tools(book: EpisodeBook) -> list[types.Tool]:
@@ -63,6 +66,36 @@ NO_SESSION = (
 )
 
 
+def session_episode(book: EpisodeBook, ctx: ServerRequestContext[Any, Any], key: str) -> Episode:
+    """The episode of the request's session, started on first use. Over HTTP the session's connection lives as long
+    as the MCP session, and its teardown (the client closed the session, it expired idle, the server is stopping)
+    drops the episode from the book. Over stdio the process is the session (a 2026-era request is a connection of
+    its own there), so the episode stays until the process ends."""
+    episode = book.episode(key)
+    if key == STDIO_SESSION:
+        return episode
+    connection = _connection(ctx)
+    if connection.session_id != key:
+        raise RuntimeError(f"request of MCP session {key!r} arrived on the connection of session "
+                           f"{connection.session_id!r}")
+    if not connection.state.get(ENDS_EPISODE):
+        connection.state[ENDS_EPISODE] = True
+        # In a worker thread: ending waits for a call that may still be running in the episode.
+        connection.exit_stack.push_async_callback(anyio.to_thread.run_sync, book.end, key)
+    return episode
+
+
+def _connection(ctx: ServerRequestContext[Any, Any]) -> Connection:
+    """The request's `Connection`, whose `exit_stack` the SDK unwinds when the connection ends. The lowlevel handler
+    context of mcp 2.3 reaches it only through its session (the SDK's pending Context rework exposes it as
+    `ctx.connection`); tests/serve/test_mcp_server.py checks that sessions' episodes are dropped on the pinned SDK."""
+    connection = getattr(ctx, "connection", None) or getattr(ctx.session, "_connection", None)
+    if not isinstance(connection, Connection):
+        raise RuntimeError(f"this mcp SDK ({type(ctx).__module__}) does not expose a request's connection, so a "
+                           f"session's episode could not be dropped when it ends; use the pinned mcp version")
+    return connection
+
+
 def build_server(book: EpisodeBook, *, stdio: bool) -> Server[Any]:
     """The MCP server over `book`'s episodes."""
     tools = _tools(book)
@@ -79,7 +112,7 @@ def build_server(book: EpisodeBook, *, stdio: bool) -> Server[Any]:
             return _text(NO_SESSION, error=True)
         if params.name not in known:
             return _text(f"unknown tool {params.name!r}; the tools are: {', '.join(sorted(known))}", error=True)
-        episode = book.episode(key)
+        episode = session_episode(book, ctx, key)
         arguments = dict(params.arguments or {})
         # The env is synchronous; a worker thread keeps the event loop (and other sessions) moving.
         outcome = await anyio.to_thread.run_sync(episode.call, params.name, arguments)
@@ -97,7 +130,7 @@ def build_server(book: EpisodeBook, *, stdio: bool) -> Server[Any]:
         key = session_key(ctx, stdio)
         if params.name != EPISODE_PROMPT or key is None:
             raise ValueError(f"unknown prompt {params.name!r}" if key else NO_SESSION)
-        messages = book.episode(key).env.messages[:2]
+        messages = session_episode(book, ctx, key).env.messages[:2]
         return types.GetPromptResult(messages=[
             types.PromptMessage(role="user", content=types.TextContent(type="text", text=str(m["content"])))
             for m in messages

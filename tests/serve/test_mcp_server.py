@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -144,35 +146,87 @@ def _episodes(served: Served) -> list[dict[str, Any]]:
 def test_http_oracle_episode_reaches_reward_one_and_the_in_process_state(http_server: Served) -> None:
     actions, _, state_hash = oracle_in_process()
 
-    async def main() -> None:
+    async def main() -> list[dict[str, Any]]:
         async with _client(http_server) as client:
             await play(client, actions)
+            # The operator reads the reward while the session is open (its episode ends with it).
+            return await anyio.to_thread.run_sync(_episodes, http_server)
 
-    before = {e["session"] for e in _episodes(http_server)}
-    anyio.run(main)
-    [record] = [e for e in _episodes(http_server) if e["session"] not in before]
+    [record] = anyio.run(main)
     assert (record["task_id"], record["done"], record["reward"], record["state_hash"]) == (TASK, True, 1.0, state_hash)
 
 
 def test_http_sessions_hold_separate_worlds_and_the_operator_resets_one(http_server: Served) -> None:
     actions, _, solved_hash = oracle_in_process()
 
-    async def main() -> None:
+    def reset(session: str) -> httpx.Response:
+        base = http_server.url.rsplit("/mcp", 1)[0]
+        return httpx.post(f"{base}/admin/episodes/{session}/reset", json={"seed": 5},
+                          headers={"Authorization": f"Bearer {_admin_token(http_server)}"}, timeout=60)
+
+    async def main() -> tuple[list[dict[str, Any]], httpx.Response]:
         async with _client(http_server) as solver, _client(http_server) as idle:
             await idle.call_tool(USER_TOOL, {"message": "Hello, how can I help?"})
             await play(solver, actions)
             over = await solver.call_tool(USER_TOOL, {"message": "anything else?"})
             assert over.is_error and "episode is over" in over.content[0].text
+            episodes = await anyio.to_thread.run_sync(_episodes, http_server)
+            solved = next(e["session"] for e in episodes if e["done"])
+            return episodes, await anyio.to_thread.run_sync(reset, solved)
 
-    before = {e["session"] for e in _episodes(http_server)}
-    anyio.run(main)
-    new = {e["session"]: e for e in _episodes(http_server) if e["session"] not in before}
-    assert sorted((e["done"], e["state_hash"] == solved_hash) for e in new.values()) == [(False, False), (True, True)]
-    solved = next(s for s, e in new.items() if e["done"])
-    base = http_server.url.rsplit("/mcp", 1)[0]
-    reset = httpx.post(f"{base}/admin/episodes/{solved}/reset", json={"seed": 5},
-                       headers={"Authorization": f"Bearer {_admin_token(http_server)}"}, timeout=60)
-    assert reset.status_code == 200 and reset.json()["done"] is False and reset.json()["state_hash"] != solved_hash
+    episodes, reset_reply = anyio.run(main)
+    assert sorted((e["done"], e["state_hash"] == solved_hash) for e in episodes) == [(False, False), (True, True)]
+    assert reset_reply.status_code == 200 and reset_reply.json()["done"] is False
+    assert reset_reply.json()["state_hash"] != solved_hash
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_closed_session_leaves_no_episode_behind(http_server: Served) -> None:
+    async def session() -> list[dict[str, Any]]:
+        async with _client(http_server) as client:
+            await client.call_tool("get_product_details", {"product_id": "P0001"})
+            return await anyio.to_thread.run_sync(_episodes, http_server)
+
+    for _ in range(2):
+        assert len(anyio.run(session)) == 1  # the open session's episode, and no closed one's
+    assert _wait_for(lambda: _episodes(http_server) == []), _episodes(http_server)
+
+
+def test_an_expired_session_leaves_no_episode_behind() -> None:
+    from mcp.client.streamable_http import streamable_http_client
+
+    from envgym.serve.mcp_episodes import EpisodeBook
+    from envgym.serve.mcp_http import MCP_PATH, build_http_app, listen, serve_http
+
+    book = EpisodeBook("envgym/retail-v0", task=TASK)
+    app = build_http_app(book, host="127.0.0.1", agent_token=None, admin_token="operator", session_idle_timeout=0.5)
+    sock = listen("127.0.0.1", 0)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}{MCP_PATH}"
+
+    async def main() -> list[int]:
+        counts = []
+        async with anyio.create_task_group() as server:
+            server.start_soon(serve_http, app, sock)
+            for _ in range(2):  # clients that go away without closing their session
+                transport = streamable_http_client(url, http_client=httpx2.AsyncClient(timeout=120),
+                                                   terminate_on_close=False)
+                async with Client(transport) as client:
+                    await client.call_tool("get_product_details", {"product_id": "P0001"})
+                counts.append(len(book.records()))
+            counts.append(await anyio.to_thread.run_sync(lambda: _wait_for(lambda: book.records() == [])))
+            server.cancel_scope.cancel()
+        return counts
+
+    assert anyio.run(main) == [1, 2, True]
+    book.close()
 
 
 def test_http_refuses_missing_tokens_and_the_agent_token_on_admin_routes(http_server: Served) -> None:
