@@ -144,9 +144,12 @@ class EpisodeBook:
         episode = self._start(session, seed, task_id or self.task)
         with self._lock:
             old = self._episodes.get(session)
-            self._episodes[session] = episode
-        if old is not None:
-            old.env.close()
+            if old is not None:  # else the session ended meanwhile: its new world would outlive it
+                self._episodes[session] = episode
+        if old is None:
+            episode.env.close()
+            raise UnknownSessionError(f"session {session!r} ended")
+        old.env.close()
         return episode
 
     def end(self, session: str) -> None:
