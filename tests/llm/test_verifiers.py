@@ -70,8 +70,8 @@ def test_vf_eval_plays_envgym_episodes_and_records_the_envs_reward(server: Serve
         # The conversation opens as the env opens it, and every model reply was one action.
         opening = [node["message"]["content"] for node in trace["nodes"][:2]]
         assert opening == [episode["task"]["data"]["system_prompt"], episode["task"]["data"]["prompt"]]
+        assert record["ended"] in ("terminated", "truncated")  # no run limit here stops the agent first
         assert 1 <= len(record["actions"]) == len(trace["calls"]) == trace["metrics"]["envgym_steps"] <= MAX_STEPS
-        assert record["ended"] in ("terminated", "truncated")
         reward, state_hash = _replay(record["task_id"], record["seed"], record["actions"])
         assert trace["rewards"]["envgym_reward"]["score"] == reward
         assert record["state_hash"] == state_hash

@@ -8,6 +8,7 @@ from typing import Any
 import verifiers.v1 as vf
 
 from envgym.integrations.verifiers.taskset import EnvgymData, make_env
+from envgym.users import STOP
 
 REWARD = "envgym_reward"
 
@@ -42,7 +43,7 @@ class EnvgymEnv(vf.Env[EnvgymEnvConfig]):
                 raise RuntimeError(f"{data.env}: task {data.task_id!r} (seed {data.seed}) no longer opens as the "
                                    f"taskset recorded it; the env is not deterministic by seed")
             actions: list[dict[str, Any]] = []
-            reward, ended = 0.0, None
+            reward, ended = 0.0, ""
             async with agents.agent.interaction(task) as interaction:
                 segment = await interaction.turn()
                 while not segment.terminated:
@@ -54,6 +55,12 @@ class EnvgymEnv(vf.Env[EnvgymEnvConfig]):
                         break
                     # What the env answered after its copy of the reply: tool results, or the user's next message.
                     segment = await interaction.turn(env.messages[seen + 1:])
+            if not ended:
+                # The run ended first (a turn or token limit, a harness failure): the agent said all it would, so
+                # the episode ends here and is graded on what it did.
+                actions.append({"role": "assistant", "content": STOP})
+                _, r, _, _, info = await env.astep(actions[-1])
+                reward, ended = float(r), "agent_stopped"
             trace = interaction.trace
             trace.record_reward(REWARD, reward)
             trace.record_metric("envgym_steps", len(actions))

@@ -27,8 +27,7 @@ class EnvgymHarness(vf.Harness[EnvgymHarnessConfig]):
     NEEDS_CONTAINER = False
 
     async def launch(self, ctx: vf.ModelContext, trace: vf.Trace, runtime: vf.Runtime, endpoint: str, secret: str,
-                     mcp_urls: dict[str, str], data: vf.TaskData, tool_interception_url: str | None = None,
-                     ) -> vf.ProgramResult:
+                     mcp_urls: dict[str, str], data: vf.TaskData) -> vf.ProgramResult:
         system, prompt = self.resolve_prompt(data)
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
         if isinstance(prompt, str):
