@@ -25,9 +25,9 @@ def trainable_state(model: Any, config: GRPOConfig) -> dict[str, torch.Tensor]:
 
 
 def save_checkpoint(output_dir: Path, model: Any, optimizer: torch.optim.Optimizer, config: GRPOConfig, step: int,
-                    version: int, reference: Any = None) -> Path:
+                    version: int, reference: Any = None, extras: dict[str, Any] | None = None) -> Path:
     """Write `checkpoint-<step>/` atomically (a temp dir renamed into place) and keep the newest two; the frozen
-    KL reference model, when there is one, goes to `reference.pt`."""
+    KL reference model, when there is one, goes to `reference.pt`, and each `extras[name]` to `<name>.pt`."""
     final = output_dir / f"{CHECKPOINT_PREFIX}{step:06d}"
     tmp = output_dir / f".tmp-{final.name}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -36,6 +36,8 @@ def save_checkpoint(output_dir: Path, model: Any, optimizer: torch.optim.Optimiz
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     if reference is not None:
         torch.save(reference.state_dict(), tmp / "reference.pt")
+    for name, state in (extras or {}).items():
+        torch.save(state, tmp / f"{name}.pt")
     state = {"step": step, "version": version, "config": config.to_dict()}
     (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
     shutil.rmtree(final, ignore_errors=True)
@@ -67,3 +69,11 @@ def load_checkpoint(output_dir: Path, where: str, model: Any, optimizer: torch.o
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
     reference = torch.load(path / "reference.pt", weights_only=True) if (path / "reference.pt").exists() else None
     return path, int(state["step"]), int(state["version"]), reference
+
+
+def load_extra(path: Path, name: str) -> Any:
+    """The `extras[name]` a checkpoint was saved with (see `save_checkpoint`)."""
+    file = path / f"{name}.pt"
+    if not file.exists():
+        raise FileNotFoundError(f"{path}: no {name}.pt to resume from (was this checkpoint saved without it?)")
+    return torch.load(file, weights_only=True)

@@ -13,6 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 
 LossType = Literal["grpo", "bnpo", "dapo", "dr_grpo"]
 RewardKind = Literal["env", "judge", "env+judge"]
+SamplerKind = Literal["uniform", "pcl"]
 
 
 def _knob(default: Any, help: str) -> Any:
@@ -69,6 +70,21 @@ class GRPOConfig:
     max_sequence_tokens: int = _knob(
         1024, "Token cap of a whole trajectory sample (prompt, turns, env messages); also L of dr_grpo."
     )
+
+    # --- task sampling (curriculum)
+    sampler: SamplerKind = _knob(  # noqa: RUF009 (a field() factory)
+        "uniform",
+        "'uniform' (training tasks in a seeded order, reshuffled every pass) or 'pcl' (Prompt Curriculum "
+        "Learning: a value head on the policy's hidden state picks tasks predicted near 50% success; "
+        "envgym.train.curriculum).",
+    )
+    pcl_candidates: int = _knob(16, "PCL: candidate tasks scored per step, drawn in the uniform order.")
+    pcl_explore: float = _knob(
+        0.25, "PCL: chance that a slot takes a random candidate (one never trained on first) instead."
+    )
+    pcl_head_steps: int = _knob(50, "PCL: value-head Adam steps on the observation buffer after each step.")
+    pcl_head_lr: float = _knob(0.01, "PCL: value-head learning rate.")
+    pcl_buffer: int = _knob(256, "PCL: newest group observations (prompt, success rate) the head fits.")
 
     # --- loss
     loss_type: LossType = _knob(  # noqa: RUF009 (a field() factory)
@@ -127,7 +143,15 @@ class GRPOConfig:
             "max_staleness": self.max_staleness >= 0,
             "judge_weight": 0 <= self.judge_weight <= 1,
             "temperature": self.temperature > 0,
+            "pcl_candidates": self.sampler != "pcl" or self.pcl_candidates >= self.tasks_per_step,
+            "pcl_explore": 0 <= self.pcl_explore <= 1,
+            "pcl_head_steps": self.pcl_head_steps >= 1,
+            "pcl_head_lr": self.pcl_head_lr > 0,
+            "pcl_buffer": self.pcl_buffer >= 1,
         }
+        if self.sampler == "pcl" and self.async_rollouts:
+            raise ValueError("GRPOConfig: sampler='pcl' needs async_rollouts=False (the curriculum chooses each "
+                             "step's tasks from the current policy; the async worker runs ahead of it)")
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             raise ValueError(

@@ -16,8 +16,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from envgym.rewards.combine import RewardSource, build_reward_source
 from envgym.train import distributed
-from envgym.train.checkpoints import load_checkpoint, save_checkpoint
+from envgym.train.checkpoints import load_checkpoint, load_extra, save_checkpoint
 from envgym.train.config import GRPOConfig
+from envgym.train.curriculum import PromptCurriculum
 from envgym.train.generation import CachedSampler
 from envgym.train.learner import StepBatches
 from envgym.train.loss import group_advantages, policy_loss
@@ -119,6 +120,10 @@ class GRPOTrainer:
         # This rank's groups of every step (all of them in one process): whole groups, fixed by rank and count.
         self.shard = distributed.GroupShard.for_rank(config.tasks_per_step)
         self.last_groups: list[Group] = []  # the newest step's groups (benchmarks/train_calculator.py --profile)
+        if config.sampler == "pcl" and distributed.world_size() > 1:
+            raise ValueError("GRPOConfig.sampler='pcl' runs in one process (each rank would fit its own value head)")
+        self.curriculum = PromptCurriculum.for_trainer(model, self.tokenizer, self.envs[0], config) \
+            if config.sampler == "pcl" else None
 
     # ------------------------------------------------------------------ rollouts
 
@@ -129,8 +134,8 @@ class GRPOTrainer:
         random.Random(self.config.seed * 7919 + index // n).shuffle(order)
         return self.train_tasks[order[index % n]]
 
-    def _make_group(self, index: int, version: int, sampler: Any, envs: list[Any]) -> Group:
-        task_id = self._task_for(index)
+    def _make_group(self, index: int, version: int, sampler: Any, envs: list[Any], task_id: str = "") -> Group:
+        task_id = task_id or self._task_for(index)
         episodes = run_group(
             envs,
             [task_id] * len(envs),
@@ -268,8 +273,9 @@ class GRPOTrainer:
 
     def save_checkpoint(self) -> Path:
         """Write `checkpoint-<step>/` atomically and prune old ones (see `envgym.train.checkpoints`)."""
+        extras = {"curriculum": self.curriculum.state_dict()} if self.curriculum is not None else None
         return save_checkpoint(self.output_dir, self.model, self.optimizer, self.config, self.step, self.version,
-                               reference=self.reference)
+                               reference=self.reference, extras=extras)
 
     def load_checkpoint(self, where: str) -> Path:
         """Restore weights, optimizer, step and version from `where` ('latest' or a checkpoint dir)."""
@@ -279,6 +285,8 @@ class GRPOTrainer:
         if reference is not None:
             self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
             self.reference.load_state_dict(reference)
+        if self.curriculum is not None:
+            self.curriculum.load_state_dict(load_extra(path, "curriculum"))
         if distributed.is_main() and self.metrics_path.exists():  # rows written after this checkpoint belong to the abandoned run
             rows = [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line.strip()]
             kept = [row for row in rows if row.get("step", 0) < self.step]
@@ -316,6 +324,7 @@ class GRPOTrainer:
                     ranks = gather_rollouts(groups, rollout_s, self.dropped_stale)
                     learn = self._update(groups)
                     learn["update_s"] = time.perf_counter() - started - rollout_s
+                    learn.update(self.curriculum.stats if self.curriculum is not None else {})
                     self.last_groups = groups
                     rollout = rollout_metrics(ranks, self.version, cfg.zero_std_tolerance)
                     row = {"step": self.step, **rollout, **learn}
@@ -365,10 +374,15 @@ class GRPOTrainer:
             groups = [buffer.get(self.version) for _ in range(self.shard.size)]
             self.dropped_stale = buffer.dropped
         else:
-            groups = [self._make_group(index, self.version, self.sampler, self.envs)
-                      for index in self.shard.step_indices(self.step)]
+            indices = self.shard.step_indices(self.step)
+            tasks = [""] * len(indices) if self.curriculum is None else self.curriculum.step_tasks(
+                self.step, self._task_for, len(self.train_tasks), len(indices))
+            groups = [self._make_group(index, self.version, self.sampler, self.envs, task)
+                      for index, task in zip(indices, tasks, strict=True)]
         for group in groups:
             group.rewards = self.reward_source.score(group.episodes)
+        if self.curriculum is not None:
+            self.curriculum.observe([(g.task_id, [e.success for e in g.episodes]) for g in groups])
         return groups
 
     def _start_worker(self) -> RolloutWorker | None:
