@@ -69,7 +69,7 @@ def _heldout(result: dict[str, float]) -> dict[str, Any]:
     return {"success": wins, "tasks": n, "rate": wins / n, "wilson95": [round(low, 3), round(high, 3)]}
 
 
-def _arm_summary(rows: list[dict[str, Any]], heldout: dict[str, float], groups_per_step: int) -> dict[str, Any]:
+def _arm_summary(rows: list[dict[str, Any]], groups_per_step: int) -> dict[str, Any]:
     groups = len(rows) * groups_per_step
     zero = round(sum(r["frac_zero_std_groups"] * groups_per_step for r in rows))
     low, high = wilson(zero, groups)
@@ -82,7 +82,6 @@ def _arm_summary(rows: list[dict[str, Any]], heldout: dict[str, float], groups_p
         "frac_zero_variance_wilson95": [round(low, 3), round(high, 3)],
         "train_reward_mean": sum(r["reward_mean"] for r in rows) / len(rows),
         "step_s_mean": sum(r["step_s"] for r in rows) / len(rows),
-        "heldout_after": _heldout(heldout),
     }
 
 
@@ -115,7 +114,9 @@ def plot(rows: dict[str, list[dict[str, Any]]], png: Path) -> None:
 
 
 def results_table(report: dict[str, Any]) -> str:
-    def cell(h: dict[str, Any]) -> str:
+    def cell(h: dict[str, Any] | None) -> str:
+        if h is None:
+            return "not measured (run cut short)"
         return f"{h['rate']:.3f} ({h['success']}/{h['tasks']}, 95% [{h['wilson95'][0]}, {h['wilson95'][1]}])"
 
     lines = [
@@ -129,7 +130,7 @@ def results_table(report: dict[str, Any]) -> str:
     for arm, a in report["arms"].items():
         lo, hi = a["frac_zero_variance_wilson95"]
         lines.append(f"| {arm} | {a['frac_zero_variance']:.3f} ({a['zero_variance_groups']}/{a['groups']}, 95% "
-                     f"[{lo}, {hi}]) | {a['train_reward_mean']:.3f} | {cell(a['heldout_after'])} | "
+                     f"[{lo}, {hi}]) | {a['train_reward_mean']:.3f} | {cell(a.get('heldout_after'))} | "
                      f"{a['updates']}/{a['steps']} | {a['step_s_mean']:.0f} |")
     lines += ["", f"load average before/after: {report['loadavg_before']} / {report['loadavg_after']}; "
               f"uptime before: `{report['uptime_before']}`", ""]
@@ -137,7 +138,7 @@ def results_table(report: dict[str, Any]) -> str:
 
 
 def write_results(out: Path, args: argparse.Namespace, rows: dict[str, list[dict[str, Any]]],
-                  arms: dict[str, Any], heldout_before: dict[str, Any], load_before: list[float],
+                  arms: dict[str, Any], heldout_before: dict[str, Any] | None, load_before: list[float],
                   uptime_before: str) -> None:
     """report.json, results.md, metrics.jsonl and the PNG of the arms finished so far (rewritten after each)."""
     report = {
@@ -190,26 +191,28 @@ def main() -> int:
 
     base = GRPOTrainer(_config(args, "uniform", work / "warm-start"))
     _calculator_benchmark().warm_start(base, args)
-    heldout_before = base.evaluate()
-    print(f"held-out after the warm start: {_heldout(heldout_before)}", flush=True)
     warm = copy.deepcopy(base.model.state_dict())
 
+    # Training first, evaluation last: on a loaded machine the curves are what a cut-short run must keep.
     rows: dict[str, list[dict[str, Any]]] = {}
     arms: dict[str, Any] = {}
+    trainers: dict[str, GRPOTrainer] = {}
+    heldout_before: dict[str, Any] | None = None
     for arm in ARMS:
         arm_dir = work / arm
         (arm_dir / "metrics.jsonl").unlink(missing_ok=True)
         model = copy.deepcopy(base.model)
         model.load_state_dict(warm)
-        trainer = GRPOTrainer(_config(args, arm, arm_dir), policy=(model, base.tokenizer))
+        trainers[arm] = GRPOTrainer(_config(args, arm, arm_dir), policy=(model, base.tokenizer))
         started = time.perf_counter()
-        rows[arm] = trainer.train()
-        after = trainer.evaluate()
-        arms[arm] = _arm_summary(rows[arm], after, args.tasks_per_step)
-        arms[arm]["train_and_eval_s"] = round(time.perf_counter() - started, 1)
-        del trainer, model
-        write_results(out, args, rows, arms, _heldout(heldout_before), load_before, uptime_before)
-
+        rows[arm] = trainers[arm].train()
+        arms[arm] = _arm_summary(rows[arm], args.tasks_per_step)
+        arms[arm]["train_s"] = round(time.perf_counter() - started, 1)
+        write_results(out, args, rows, arms, heldout_before, load_before, uptime_before)
+    heldout_before = _heldout(base.evaluate())
+    for arm in ARMS:
+        arms[arm]["heldout_after"] = _heldout(trainers[arm].evaluate())
+        write_results(out, args, rows, arms, heldout_before, load_before, uptime_before)
     return 0
 
 
