@@ -26,8 +26,17 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from envgym.train import distributed
 from envgym.train.generation import causal_lm
 from envgym.train.tokens import TrajectoryTokens
+
+
+def uniform_task(train_tasks: Sequence[str], seed: int, index: int) -> str:
+    """The `index`-th task of the uniform sampler: a seeded order, reshuffled every pass over the tasks."""
+    n = len(train_tasks)
+    order = list(range(n))
+    random.Random(seed * 7919 + index // n).shuffle(order)
+    return train_tasks[order[index % n]]
 
 
 def _shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
@@ -147,9 +156,13 @@ class PromptCurriculum:
         self.stats: dict[str, float] = {}  # the newest step's, for its metrics row
 
     @classmethod
-    def for_trainer(cls, model: Any, tokenizer: Any, env: Any, config: Any) -> PromptCurriculum:
-        """The curriculum a `GRPOConfig` with `sampler='pcl'` describes, on `model`'s hidden state; `env` is
-        reset to read task prompts (the trainer's first env: every rollout resets it anyway)."""
+    def for_trainer(cls, model: Any, tokenizer: Any, env: Any, config: Any) -> PromptCurriculum | None:
+        """The curriculum of a `GRPOConfig` with `sampler='pcl'` (None for 'uniform'), on `model`'s hidden
+        state; `env` is reset to read task prompts (the trainer's first env: every rollout resets it anyway)."""
+        if config.sampler != "pcl":
+            return None
+        if distributed.world_size() > 1:
+            raise ValueError("GRPOConfig.sampler='pcl' runs in one process (each rank would fit its own value head)")
         return cls(
             model,
             task_prompt_ids(env, tokenizer),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import random
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +17,7 @@ from envgym.rewards.combine import RewardSource, build_reward_source
 from envgym.train import distributed
 from envgym.train.checkpoints import load_checkpoint, load_extra, save_checkpoint
 from envgym.train.config import GRPOConfig
-from envgym.train.curriculum import PromptCurriculum
+from envgym.train.curriculum import PromptCurriculum, uniform_task
 from envgym.train.generation import CachedSampler
 from envgym.train.learner import StepBatches
 from envgym.train.loss import group_advantages, policy_loss
@@ -120,19 +119,12 @@ class GRPOTrainer:
         # This rank's groups of every step (all of them in one process): whole groups, fixed by rank and count.
         self.shard = distributed.GroupShard.for_rank(config.tasks_per_step)
         self.last_groups: list[Group] = []  # the newest step's groups (benchmarks/train_calculator.py --profile)
-        if config.sampler == "pcl" and distributed.world_size() > 1:
-            raise ValueError("GRPOConfig.sampler='pcl' runs in one process (each rank would fit its own value head)")
-        self.curriculum = PromptCurriculum.for_trainer(model, self.tokenizer, self.envs[0], config) \
-            if config.sampler == "pcl" else None
+        self.curriculum = PromptCurriculum.for_trainer(model, self.tokenizer, self.envs[0], config)  # None: uniform
 
     # ------------------------------------------------------------------ rollouts
 
     def _task_for(self, index: int) -> str:
-        """Tasks in a seeded order, reshuffled every pass over the training tasks."""
-        n = len(self.train_tasks)
-        order = list(range(n))
-        random.Random(self.config.seed * 7919 + index // n).shuffle(order)
-        return self.train_tasks[order[index % n]]
+        return uniform_task(self.train_tasks, self.config.seed, index)
 
     def _make_group(self, index: int, version: int, sampler: Any, envs: list[Any], task_id: str = "") -> Group:
         task_id = task_id or self._task_for(index)
