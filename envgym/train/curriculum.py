@@ -19,6 +19,7 @@ the loss. Everything random derives from `config.seed` and the step, so a run is
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -203,7 +204,9 @@ class PromptCurriculum:
         """The step's `k` tasks among `candidates` (distinct ids) and stats for the step's metrics row."""
         if len(candidates) < k:
             raise ValueError(f"PromptCurriculum.choose: {len(candidates)} candidates for {k} tasks")
+        started = time.perf_counter()
         features = prompt_features(self.model, [self.prompt_ids(t) for t in candidates])
+        score_s = time.perf_counter() - started
         predicted = self.predict(features).tolist() if self.buffer else [0.5] * len(candidates)
         rng = random.Random(self.seed * 104_729 + step)
         left = list(range(len(candidates)))
@@ -223,6 +226,7 @@ class PromptCurriculum:
             "pcl_predicted_mean": sum(predicted[i] for i in chosen) / k,
             "pcl_candidate_predicted_mean": sum(predicted) / len(predicted),
             "pcl_explored": float(explored),
+            "pcl_score_s": score_s,
         }
         return [candidates[i] for i in chosen], stats
 
