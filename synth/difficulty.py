@@ -38,7 +38,8 @@ def success_rates(rollouts: list[dict[str, Any]]) -> dict[tuple[str, str], list[
 
 def append_constraint(data: EnvironmentData, task: TaskSpec, seed: int) -> TaskSpec | None:
     """The task with one more change appended to its program (on another record the user owns, valid after the
-    task's own writes), re-solved from the initial world; None if no change fits."""
+    task's own writes), re-solved from the initial world; None if no change fits. Every change the task's own
+    solution makes is still made, the same way, by the new one: the constraint adds, it never contradicts."""
     meta = data.world.meta["synth"]
     domain = DomainModel.model_validate(meta["model"])
     tools: dict[str, list[tuple[ToolSpec, str, str]]] = {}
@@ -47,6 +48,7 @@ def append_constraint(data: EnvironmentData, task: TaskSpec, seed: int) -> TaskS
         tools.setdefault(info["operator"], []).append((tool, info["entity"], info["operator"]))
     program = Program.model_validate(task.meta["program"])
     target = data.target_state(task)
+    parent_changes = data.initial.diff(target)
     acct = domain.entity(domain.account)
     me = next(r for r in target.tables[acct.plural].values()
               if all(str(r.get(f)) == task.user_known.get(f) for f in domain.auth))
@@ -57,10 +59,16 @@ def append_constraint(data: EnvironmentData, task: TaskSpec, seed: int) -> TaskS
         try:
             seg_change(b)
             extended = Program(steps=[*b.steps, program.steps[-1]])
-            calls, _ = solve(extended, data.executor, data.initial.copy(), b.known)
+            end = data.initial.copy()
+            calls, _ = solve(extended, data.executor, end, b.known)
         except (Unfit, ProgramError):
             continue
         if len(calls) <= len(task.solution) or data.executor.tools[calls[-1].name].read_only:
+            continue
+        made = data.initial.diff(end)
+        if any(change not in made for change in parent_changes):
+            # The change landed on a record the task itself writes (one it creates or changes): it would undo
+            # or alter what the task asks for, contradicting the rubric rather than adding to it.
             continue
         text = "Also, " + b.clauses[-1].removeprefix("you have several ") + "."
         constraints = [*task.meta.get("constraints", []), text]
@@ -72,6 +80,15 @@ def append_constraint(data: EnvironmentData, task: TaskSpec, seed: int) -> TaskS
             "meta": {**task.meta, "constraints": constraints, "parent": task.id,
                      "program": extended.model_dump(mode="json", exclude_defaults=True)}})
     return None
+
+
+def write_env_tasks(folder: Path, target: Path, tasks: list[TaskSpec]) -> None:
+    """An env folder at `target`: the world, policy and README of `folder`, with `tasks` (sorted by id)."""
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("world.yaml", "policy.md", "README.md"):
+        if (folder / name).exists():
+            shutil.copyfile(folder / name, target / name)
+    dump_tasks(sorted(tasks, key=lambda t: t.id), target / "tasks.jsonl")
 
 
 def curriculum(root: str | Path, rollouts: str | Path, out: str | Path, *, band: float = 0.25,
@@ -107,11 +124,6 @@ def curriculum(root: str | Path, rollouts: str | Path, out: str | Path, *, band:
         keep = [t for t in keep if t.id not in scores or not rejected_by(scores[t.id])]
         if not keep:
             continue
-        target = out / folder.name
-        target.mkdir(parents=True, exist_ok=True)
-        for name in ("world.yaml", "policy.md", "README.md"):
-            if (folder / name).exists():
-                shutil.copyfile(folder / name, target / name)
-        dump_tasks(sorted(keep, key=lambda t: t.id), target / "tasks.jsonl")
+        write_env_tasks(folder, out / folder.name, keep)
     write_jsonl(out / "_synth" / "difficulty.jsonl", sorted(decisions, key=canonical_json))
     return counts

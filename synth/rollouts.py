@@ -40,8 +40,10 @@ def _policy(name: str, data: EnvironmentData, task: TaskSpec, seed: int, **kwarg
 
 def rollout(root: str | Path, out: str | Path, *, policy: str = "fair", n: int = 4, seed: int = 0,
             failure_rate: float = 0.0, user: str = "scripted", user_model: Any = None,
-            advance: Callable[[int], None] | None = None, **policy_kwargs: Any) -> list[dict[str, Any]]:
-    """Run `n` episodes per task of every env under `root`, appending trajectories to `out`; returns all of them.
+            advance: Callable[[int], None] | None = None, max_tasks: int | None = None,
+            max_steps: int | None = None, **policy_kwargs: Any) -> list[dict[str, Any]]:
+    """Run `n` episodes per task of every env under `root` (the first `max_tasks` tasks, in folder and file order,
+    when given; at most `max_steps` turns each, when given), appending trajectories to `out`; returns all of them.
     `advance(total)` is called once per episode (the CLI draws progress with it)."""
     out = Path(out)
     existing = read_jsonl(out)
@@ -50,6 +52,7 @@ def rollout(root: str | Path, out: str | Path, *, policy: str = "fair", n: int =
     for folder in env_dirs(root):
         data = load_environment(str(folder.resolve()))
         jobs += [(data, t.id, k) for t in data.tasks for k in range(n)]
+    jobs = jobs if max_tasks is None else jobs[:max_tasks * n]
     envs: dict[str, ToolWorldEnv] = {}
     with out.open("a") as sink:
         for data, task_id, k in jobs:
@@ -61,7 +64,7 @@ def rollout(root: str | Path, out: str | Path, *, policy: str = "fair", n: int =
             env = envs.get(data.name)
             if env is None:
                 env = envs[data.name] = ToolWorldEnv(data=data, failure_rate=failure_rate, user=user,
-                                                     user_model=user_model)
+                                                     user_model=user_model, max_steps=max_steps)
             task = data.task(task_id)
             agent = _policy(policy, data, task, episode_seed, **policy_kwargs)
             traj = run_episode(env, agent, seed=episode_seed, options={"task_id": task_id})

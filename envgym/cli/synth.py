@@ -162,10 +162,42 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_difficulty(args: argparse.Namespace) -> int:
-    from synth.difficulty import curriculum
+    if args.policy is None:
+        if args.rollouts is None:
+            raise CliError("synth difficulty needs --rollouts FILE (recorded rollouts) or --policy NAME (roll out now)")
+        from synth.difficulty import curriculum
 
-    _print({"out": args.out, **curriculum(args.dir, args.rollouts, args.out, band=args.band, seed=args.seed)},
-           args.json, "difficulty")
+        _print({"out": args.out, **curriculum(args.dir, args.rollouts, args.out, band=args.band, seed=args.seed)},
+               args.json, "difficulty")
+        return 0
+    if args.rollouts is not None:
+        raise CliError("give --rollouts or --policy, not both (--policy writes its rollouts into OUT/_synth)")
+    if args.policy == "openai" and not args.llm_model:
+        raise CliError("--policy openai needs --llm-model NAME (and usually --base-url)")
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from synth.learner import measure_and_build
+
+    kwargs: dict[str, Any] = {}
+    if args.policy in ("local", "openai"):
+        kwargs = {"temperature": args.temperature, "max_tokens": args.max_tokens}
+    if args.policy == "openai":
+        kwargs |= {"model": args.llm_model, "base_url": args.base_url}
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, disable=args.json, console=stderr) as bar:
+        job = bar.add_task(f"rollouts ({args.policy})", total=None)
+
+        def advance(total: int) -> None:
+            bar.update(job, total=total, advance=1)
+
+        try:
+            summary = measure_and_build(args.dir, args.out, policy=args.policy, samples=args.samples,
+                                        seed=args.seed, band=args.band, max_tasks=args.max_tasks,
+                                        max_steps=args.max_steps, failure_rate=args.failure_rate, advance=advance,
+                                        **kwargs)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+    _print({"out": args.out, **summary}, args.json, "difficulty")
     return 0
 
 
@@ -265,10 +297,21 @@ def register(sub: Any) -> None:
 
     p = synth.add_parser("difficulty", help="select tasks near 50%% success and harden saturated ones")
     p.add_argument("dir")
-    p.add_argument("--rollouts", required=True)
+    p.add_argument("--rollouts", default=None, help="recorded rollouts (`synth rollouts`) to measure success on")
+    p.add_argument("--policy", default=None, choices=["local", "openai", "fair", "oracle", "random", "refuse"],
+                   help="roll this policy out now, --samples times per task, and mark every task by its success "
+                        "(Wilson interval) instead of reading --rollouts")
+    p.add_argument("--samples", type=int, default=4, help="rollouts per task with --policy")
+    p.add_argument("--max-tasks", type=int, default=None, help="measure only the first N tasks (folder order)")
+    p.add_argument("--max-steps", type=int, default=None, help="turns per rollout (default: the task's own)")
+    p.add_argument("--max-tokens", type=int, default=256, help="tokens per model turn (local, openai)")
+    p.add_argument("--temperature", type=float, default=0.7,
+                   help="sampling temperature of the model (local, openai); 0 makes every sample the same")
+    p.add_argument("--failure-rate", type=float, default=0.0, help="chance each tool call fails transiently")
     p.add_argument("--out", required=True)
     p.add_argument("--band", type=float, default=0.25)
     p.add_argument("--seed", type=int, default=0)
+    _llm_options(p)
     add_json_flag(p)
     p.set_defaults(func=cmd_difficulty)
 
