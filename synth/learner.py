@@ -33,7 +33,7 @@ from synth.difficulty import append_constraint, write_env_tasks
 from synth.rollouts import passes
 from synth.seeds import canonical_json
 from synth.stages.verify import rejected_by, verify_tasks
-from synth.store import write_jsonl
+from synth.store import read_jsonl, write_jsonl
 
 Z95 = 1.959964
 Band = Literal["in_band", "too_easy", "too_hard"]
@@ -175,4 +175,26 @@ def measure_and_build(root: str | Path, out: str | Path, *, policy: str, samples
                "load_avg_before": [round(x, 2) for x in load_before],
                "load_avg_after": [round(x, 2) for x in os.getloadavg()]}
     (out / "_synth" / "curriculum.json").write_text(canonical_json(summary) + "\n")
+    (out / "_synth" / "curriculum.md").write_text(curriculum_markdown(summary, read_jsonl(out / "_synth" /
+                                                                                          "difficulty.jsonl")))
     return summary
+
+
+def curriculum_markdown(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """The run's settings, time and counts, and one table row per task (`_synth/curriculum.md`)."""
+    lines = [f"# Curriculum from {summary['policy']}", "",
+             f"{summary['tasks']} tasks, {summary['samples']} samples each ({summary['rollouts']} rollouts, "
+             f"{summary['passed']} passed); rollouts {summary['rollout_s']} s, curriculum {summary['curriculum_s']} s; "
+             f"load average {summary['load_avg_before']} before, {summary['load_avg_after']} after.", "",
+             "| band | tasks |", "|---|---|"]
+    lines += [f"| {k} | {summary[k]} |" for k in ("in_band", "too_easy", "too_hard", "hardened",
+                                                 "hardening_rejected", "no_constraint_fits")]
+    lines += ["", "| env | task | successes / samples | success | Wilson 95% | mean reward | band | hardened |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        hardened = r.get("hardened") or {}
+        mark = hardened.get("id", "") + (f" (rejected: {', '.join(hardened['rejected_by'])})"
+                                         if hardened.get("rejected_by") else "")
+        lines.append(f"| {r['env']} | {r['task_id']} | {r['successes']} / {r['samples']} | {r['success']} | "
+                     f"[{r['wilson_low']}, {r['wilson_high']}] | {r['mean_reward']} | {r['band']} | {mark} |")
+    return "\n".join(lines) + "\n"

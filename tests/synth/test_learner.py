@@ -108,6 +108,7 @@ def test_difficulty_cli_rolls_a_policy_out_and_writes_estimates_curriculum_and_t
     assert summary["tasks"] == 4 and summary["rollouts"] == 8 and summary["too_easy"] == 4
     assert summary["rollout_s"] >= 0 and summary["curriculum_s"] >= 0
     assert json.loads((out / "_synth" / "curriculum.json").read_text())["rollouts"] == 8
+    assert (out / "_synth" / "curriculum.md").read_text().count("| 2 / 2 | 1.0 |") == 4
     rows = read_jsonl(out / "_synth" / "difficulty.jsonl")
     assert len(rows) == 4 and all(r["success"] == 1.0 and r["wilson_low"] > 0.3 for r in rows)
 
