@@ -119,6 +119,7 @@ def learner_curriculum(root: str | Path, records: list[dict[str, Any]], out: str
         data = load_environment(str(folder.resolve()))
         keep: list[TaskSpec] = []
         hardened: dict[str, TaskSpec] = {}
+        env_rows: dict[str, dict[str, Any]] = {}
         for task in data.tasks:
             est = estimates.get((data.name, task.id))
             if est is None:
@@ -132,17 +133,15 @@ def learner_curriculum(root: str | Path, records: list[dict[str, Any]], out: str
                     counts["no_constraint_fits"] += 1
                 else:
                     hardened[task.id] = _marked(harder, est, "hardened", policy)
-            rows.append({**est.to_json(), "band": mark})
+            env_rows[task.id] = {**est.to_json(), "band": mark}
         scores = verify_tasks(build_environment(data.world, list(hardened.values()))) if hardened else {}
-        for row in rows:
-            harder = hardened.get(row["task_id"]) if row["env"] == data.name else None
-            if harder is None:
-                continue
+        for parent_id, harder in hardened.items():
             why = rejected_by(scores[harder.id])
-            row["hardened"] = {"id": harder.id, "rejected_by": why}
+            env_rows[parent_id]["hardened"] = {"id": harder.id, "rejected_by": why}
             counts["hardening_rejected" if why else "hardened"] += 1
             if not why:
                 keep.append(harder)
+        rows += env_rows.values()
         if keep:
             write_env_tasks(folder, out / folder.name, keep)
     write_jsonl(out / "_synth" / "difficulty.jsonl", sorted(rows, key=canonical_json))
