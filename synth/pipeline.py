@@ -23,7 +23,7 @@ from synth.model import DomainModel, TaskRecord, ToolRecord
 from synth.seeds import canonical_json
 from synth.stages.domains import select_domains
 from synth.stages.tasks import paraphrased, stage_tasks
-from synth.stages.tools import stage_tools
+from synth.stages.tools import described, stage_tools
 from synth.stages.verify import rejected_by, verify_tasks
 from synth.stages.worlds import domain_world
 from synth.store import StageStore, in_order
@@ -42,7 +42,8 @@ class SynthConfig(BaseModel):
     domains: int = Field(20, ge=1)
     tasks_per_env: int = Field(24, ge=1)
     max_steps: int = Field(40, ge=4)
-    llm: str | None = Field(None, description="Model spec used to paraphrase openings; None is fully procedural.")
+    llm: str | None = Field(None, description="Model spec that rewords tool summaries and task openings; None is fully "
+                                              "procedural.")
 
 
 def index_tools(tools: list[ToolRecord]) -> dict[str, list[tuple[ToolSpec, str, str]]]:
@@ -53,8 +54,14 @@ def index_tools(tools: list[ToolRecord]) -> dict[str, list[tuple[ToolSpec, str, 
     return out
 
 
-def unit_tools(domain: DomainModel, seed: int) -> list[dict[str, Any]]:
-    return [t.model_dump(mode="json") for t in stage_tools(domain, seed)]
+def unit_tools(domain: DomainModel, seed: int, model: ChatModel | None = None) -> list[dict[str, Any]]:
+    """Derive, mutate and check one domain's tools; with a model, the valid ones get its reworded summaries."""
+    tools = stage_tools(domain, seed)
+    if model is not None:
+        names = [t.spec["name"] for t in tools]
+        tools = [described(model, t, domain.entity(t.entity).label, [n for n in names if n != t.spec["name"]])
+                 if t.valid else t for t in tools]
+    return [t.model_dump(mode="json") for t in tools]
 
 
 def unit_tasks(domain: DomainModel, tools: list[ToolRecord], config: SynthConfig,
@@ -118,7 +125,8 @@ def run_pipeline(config: SynthConfig, out: str | Path, advance: Advance | None =
     domains = sorted((DomainModel.model_validate({k: v for k, v in r.items() if k not in ("id", "unit")})
                       for r in domain_rows), key=lambda d: d.order)
     tool_rows = StageStore(stages, "tools").run(
-        [(d.name, partial(unit_tools, d, config.seed)) for d in domains], tick("tools", len(domains)), workers)
+        [(d.name, partial(unit_tools, d, config.seed, model)) for d in domains], tick("tools", len(domains)),
+        workers)
     tools = [ToolRecord.model_validate({k: v for k, v in r.items() if k not in ("id", "unit")}) for r in tool_rows]
     by_domain: dict[str, list[ToolRecord]] = {d.name: [] for d in domains}
     for t in sorted(tools, key=lambda t: (t.domain, t.order)):

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+from envgym.llm import ChatModel
 from envgym.world.spec import ToolSpec, WorldSpec
 from envgym.world.state import WorldState, generate_state
 from synth.model import DomainModel, ToolRecord
 from synth.mutations import mutate, signature
 from synth.operators import derive, unique_name
+from synth.quality import tool_summary_problem
 from synth.seeds import item_rng
 from synth.stages.toolcheck import validate_tools
 from synth.stages.worlds import domain_entities
@@ -35,3 +37,19 @@ def stage_tools(domain: DomainModel, master_seed: int) -> list[ToolRecord]:
                        operator=m.operator, mutations=m.mutations, entity=m.entity, signature=signature(m.spec),
                        checks=checks[m.spec.name], valid=all(checks[m.spec.name].values()), order=i)
             for i, m in enumerate(made)]
+
+
+def described(model: ChatModel, record: ToolRecord, label: str, others: list[str]) -> ToolRecord:
+    """The tool with a model's rewording of the first sentence of its description (what it does), kept only if it
+    passes `synth.quality.tool_summary_problem`; the sentences after it (what it returns, when it refuses, rate
+    limits) are facts the agent needs and stay as they were."""
+    description = str(record.spec.get("description", ""))
+    first, dot, rest = description.partition(". ")
+    prompt = ("Rewrite this one-sentence description of an API tool in different words, for a developer. Keep it "
+              f"one sentence and keep the words '{label}'. Reply with the sentence only.\n\nTool: {record.spec['name']}"
+              f"\nSentence: {first.rstrip('.')}.")
+    reply = model.chat([{"role": "user", "content": prompt}], max_tokens=64, temperature=0.0, seed=0).text.strip()
+    if tool_summary_problem(reply, label, others) is not None:
+        return record
+    text = reply if reply.endswith(".") else reply + "."
+    return record.model_copy(update={"spec": {**record.spec, "description": f"{text} {rest}".strip() if dot else text}})

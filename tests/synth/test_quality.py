@@ -7,7 +7,7 @@ import pytest
 
 from envgym.llm import ScriptedChatModel
 from envgym.world.spec import Answer, TaskSpec, ToolCall
-from synth.quality import paraphrase_problem
+from synth.quality import paraphrase_problem, tool_summary_problem
 from synth.stages.tasks import paraphrased
 
 TASK = TaskSpec(id="t", instruction="You want the status of order O-1001.",
@@ -37,3 +37,17 @@ def test_a_faithful_rewording_is_used_and_a_bad_one_is_not() -> None:
     assert used.opening == good and used.meta["paraphrased"] is True
     kept = paraphrased(ScriptedChatModel(["Of course! Order O-1001 is on its way."]), TASK)
     assert kept == TASK
+
+
+@pytest.mark.parametrize(("reply", "problem"), [
+    ("Looks up one print job by its id.", None),
+    ("Looks up one print job.\nThen stops.", "several lines"),
+    ("I look up your print job.", "speaks as someone"),
+    ("Sure, here's a print job lookup.", "speaks as someone"),
+    ("Looks up one printer by its id.", "does not say it is about print job records"),
+    ("Like cancel_print_job, looks up a print job.", "names another tool 'cancel_print_job'"),
+    ("Returns a print job as `json`.", "markup or code"),
+    ("", "empty"),
+])
+def test_a_tool_summary_is_one_plain_sentence_about_its_own_records(reply: str, problem: str | None) -> None:
+    assert tool_summary_problem(reply, "print job", ["cancel_print_job", "list_print_jobs"]) == problem

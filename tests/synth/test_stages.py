@@ -159,11 +159,19 @@ def test_appended_constraint_extends_the_program_and_stays_verified(small_suite:
     assert counts["hardened"] > 0 and len(records) > 0
 
 
-def test_llm_paraphrases_replay_offline_byte_for_byte(tmp_path: Path) -> None:
+def test_llm_paraphrases_and_tool_summaries_replay_offline_byte_for_byte(tmp_path: Path) -> None:
     from synth.pipeline import SynthConfig, run_pipeline
 
+    asked: list[str] = []
+
     def reply(messages: list[dict[str, str]], tools: object) -> str:
-        return "Hello there. " + messages[-1]["content"].split("Message: ", 1)[1]
+        prompt = messages[-1]["content"]
+        if "Sentence: " not in prompt:
+            return "Hello there. " + prompt.split("Message: ", 1)[1]
+        # Tool summaries: every other one breaks the format (two lines, first person), the rest are fine.
+        asked.append(prompt)
+        label = prompt.split("keep the words '", 1)[1].split("'", 1)[0]
+        return f"Works with {label} records, as asked." if len(asked) % 2 else f"I will handle {label}s.\nDone."
 
     config = SynthConfig(seed=5, domains=1, tasks_per_env=4, llm="scripted")
     cache = tmp_path / "cache.jsonl"
@@ -171,6 +179,17 @@ def test_llm_paraphrases_replay_offline_byte_for_byte(tmp_path: Path) -> None:
                                                                  mode="record"))
     tasks = (next(p for p in (tmp_path / "rec").iterdir() if p.name != "_synth") / "tasks.jsonl").read_text()
     assert '"paraphrased": true' in tasks and "Hello there." in tasks
+    procedural = run_pipeline(config.model_copy(update={"llm": None}), tmp_path / "proc")
+    assert procedural["tools"] > 0
+    plain = {r["spec"]["name"]: r["spec"]["description"] for r in
+             map(json.loads, (tmp_path / "proc" / "_synth" / "tools.jsonl").read_text().splitlines())}
+    worded = {r["spec"]["name"]: r["spec"]["description"] for r in
+              map(json.loads, (tmp_path / "rec" / "_synth" / "tools.jsonl").read_text().splitlines())}
+    changed = [n for n in plain if worded[n] != plain[n]]
+    assert len(asked) > 2 and len(changed) == (len(asked) + 1) // 2
+    for name in changed:
+        # The model's sentence replaces the first one only: what the tool returns or refuses is kept verbatim.
+        assert worded[name].startswith("Works with ") and worded[name].endswith(plain[name].partition(". ")[2])
 
     def unreachable(messages: object, tools: object) -> str:
         raise AssertionError("replay called the model")
