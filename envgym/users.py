@@ -3,11 +3,13 @@
 `ScriptedUser` is deterministic and task-driven: it opens with the task's first message, answers questions with
 what the task says the user knows, approves confirmations (a request to act first, so "shall I cancel order X?"
 gets a yes, not the order id), says it is done once its goal is met and gives up after
-a few unhelpful replies. `LLMUser` plays the user with any ChatModel.
+a few unhelpful replies. `LLMUser` plays the user with any ChatModel; a reply that breaks the part (empty, a tool
+call, the agent's voice, a tool of the solution named) is replaced by the scripted user's reply to the same turn.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -16,6 +18,10 @@ from envgym.rewards.rules import is_action_request, is_confirmation_request
 from envgym.world.spec import TaskSpec
 
 STOP = "###STOP###"
+# How an assistant, not a customer, opens or signs off (synth.quality uses it for reworded openings too).
+AGENT_VOICE = re.compile(
+    r"^(sure|certainly|of course|absolutely|here is|here's|as an ai|assistant:|agent:|i'd be happy|i can help)"
+    r"|how (can|may) i (help|assist)|let me (check|look)|i have (updated|cancelled|created)", re.IGNORECASE)
 
 
 @dataclass
@@ -74,14 +80,33 @@ class ScriptedUser:
         return UserTurn(f"I still need help with this: {self.task.instruction} {known}".strip())
 
 
+def user_reply_problem(text: str, task: TaskSpec) -> str | None:
+    """Why a model's line cannot be the user's reply; None when it can."""
+    if not text.strip() or text.strip() == STOP:
+        return "empty"
+    if "<tool_call" in text or '"arguments"' in text:
+        return "a tool call"
+    if AGENT_VOICE.search(text.strip()):
+        return "speaks as the agent"
+    for call in task.solution:
+        if call.name.lower() in text.lower():
+            return f"names the tool {call.name!r}"
+    return None
+
+
 @dataclass
 class LLMUser:
-    """A user played by a chat model, prompted with the task's instruction and known facts."""
+    """A user played by a chat model, prompted with the task's instruction and known facts; the scripted user
+    answers the turns where the model's reply fails `user_reply_problem` (counted in `replaced`)."""
 
     task: TaskSpec
     model: Any  # envgym.llm.ChatModel
     max_tokens: int = 96
     history: list[dict[str, str]] = field(default_factory=list)
+    replaced: int = 0
+
+    def __post_init__(self) -> None:
+        self.fallback = ScriptedUser(self.task)
 
     def opening(self) -> str:
         self.history = [{"role": "assistant", "content": self.task.opening}]
@@ -100,5 +125,10 @@ class LLMUser:
         reply = self.model.chat(
             [{"role": "system", "content": system}, *self.history], max_tokens=self.max_tokens
         )
+        if user_reply_problem(reply.text, self.task) is not None:
+            self.replaced += 1
+            turn = self.fallback.respond(agent_text, goal_reached)
+            self.history.append({"role": "assistant", "content": turn.text})
+            return turn
         self.history.append({"role": "assistant", "content": reply.text})
         return UserTurn(reply.text.strip(), done=STOP in reply.text)

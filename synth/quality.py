@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import re
 
+from envgym.users import AGENT_VOICE
 from envgym.world.spec import TaskSpec
 
 MAX_CHARS = 400
-# How an assistant, not a customer, opens or signs off: a reworded user message must not sound like this.
-AGENT_VOICE = re.compile(
-    r"^(sure|certainly|of course|absolutely|here is|here's|as an ai|assistant:|agent:|i'd be happy|i can help)"
-    r"|how (can|may) i (help|assist)|let me (check|look)|i have (updated|cancelled|created)", re.IGNORECASE)
 
 
 def paraphrase_problem(reply: str, task: TaskSpec) -> str | None:
