@@ -9,6 +9,7 @@ import gymnasium as gym
 import pytest
 
 from envgym.world.spec import WorldSpec
+from tests.openai_server import exported, server  # noqa: F401  (session fixtures: one shared transformers serve)
 
 
 @pytest.fixture

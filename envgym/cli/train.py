@@ -15,7 +15,9 @@ from envgym.cli.common import CliError, add_json_flag, print_json, stderr
 def cmd_train(args: argparse.Namespace) -> int:
     from envgym.train import GRPOConfig, GRPOTrainer, distributed
 
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, Any] = {key: value for key, value in (
+        ("generation", args.generation), ("server_url", args.server_url), ("server_kind", args.server_kind)
+    ) if value is not None}
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep:
@@ -66,5 +68,10 @@ def register(subparsers: Any) -> None:
         help="override one GRPOConfig field (YAML value), e.g. --set max_steps=10",
     )
     parser.add_argument("--evaluate", action="store_true", help="greedy held-out success before and after")
+    parser.add_argument("--generation", choices=["local", "server"],
+                        help="sample in-process (local) or on an inference server (server; needs --server-url)")
+    parser.add_argument("--server-url", help="base URL of the inference server, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--server-kind", choices=["transformers", "vllm", "sglang"],
+                        help="the server's wire format (default: transformers, i.e. `transformers serve`)")
     add_json_flag(parser)
     parser.set_defaults(func=cmd_train)

@@ -75,6 +75,9 @@ class TokenSample:
     token_ids: list[int]
     logprobs: list[float]
     finished: bool  # ended with an end-of-sequence token rather than at the token cap
+    # False when a backend could not confirm the ids are the ones sampled (a text-only server's reply that
+    # did not re-tokenize exactly, see envgym.train.server_sampler): the trainer never learns from them.
+    verified: bool = True
 
 
 class TransformersSampler:

@@ -14,6 +14,8 @@ from pydantic import TypeAdapter, ValidationError
 LossType = Literal["grpo", "bnpo", "dapo", "dr_grpo"]
 RewardKind = Literal["env", "judge", "env+judge"]
 SamplerKind = Literal["uniform", "pcl"]
+GenerationKind = Literal["local", "server"]
+ServerKind = Literal["transformers", "vllm", "sglang"]
 
 
 def _knob(default: Any, help: str) -> Any:
@@ -85,6 +87,20 @@ class GRPOConfig:
     pcl_head_steps: int = _knob(50, "PCL: value-head Adam steps on the observation buffer after each step.")
     pcl_head_lr: float = _knob(0.01, "PCL: value-head learning rate.")
     pcl_buffer: int = _knob(256, "PCL: newest group observations (prompt, success rate) the head fits.")
+    # --- generation backend
+    generation: GenerationKind = _knob(  # noqa: RUF009 (a field() factory)
+        "local",
+        "'local': the policy samples in this process (envgym.train.generation); 'server': an inference server "
+        "at server_url samples, with the policy's weights pushed to it before each rollout "
+        "(envgym.train.server_sampler).",
+    )
+    server_url: str | None = _knob(None, "Base URL of the inference server, e.g. http://127.0.0.1:8000.")
+    server_kind: ServerKind = _knob(  # noqa: RUF009 (a field() factory)
+        "transformers", "Its wire format: 'transformers' (transformers serve), 'vllm' (LoRA only) or 'sglang'."
+    )
+    server_push_dir: str | None = _knob(
+        None, "Folder the trainer writes pushed weights to and the server reads them from; None: <output_dir>/pushed."
+    )
 
     # --- loss
     loss_type: LossType = _knob(  # noqa: RUF009 (a field() factory)
@@ -148,6 +164,14 @@ class GRPOConfig:
             "pcl_head_steps": self.pcl_head_steps >= 1,
             "pcl_head_lr": self.pcl_head_lr > 0,
             "pcl_buffer": self.pcl_buffer >= 1,
+            "server_url": (self.generation == "server") == bool(self.server_url),
+            "async_rollouts": not (self.async_rollouts and self.generation == "server"),
+            "server_kind": not (self.generation == "server" and self.server_kind == "vllm" and not self.use_lora),
+        }
+        hints = {
+            "server_url": "generation 'server' needs a server_url, and only it uses one",
+            "async_rollouts": "async rollouts sample in-process; generation 'server' is synchronous",
+            "server_kind": "vLLM takes new weights over HTTP only as LoRA adapters: set use_lora: true",
         }
         if self.sampler == "pcl" and self.async_rollouts:
             raise ValueError("GRPOConfig: sampler='pcl' needs async_rollouts=False (the curriculum chooses each "
@@ -157,6 +181,7 @@ class GRPOConfig:
             raise ValueError(
                 f"GRPOConfig: invalid value for {', '.join(bad)}: "
                 + ", ".join(f"{name}={getattr(self, name)!r}" for name in bad)
+                + "".join(f" ({hints[name]})" for name in bad if name in hints)
             )
 
     @classmethod

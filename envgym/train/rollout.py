@@ -31,11 +31,13 @@ class Sampler(Protocol):
 @dataclass
 class TokenTrajectory(Trajectory):
     """A trajectory with what the trainer learns from: its token samples, the tokens sampled, how often the
-    sampler's tokens were not the chat template's tokenization but decoded to its text (joined) and how often
-    not even that (a new sample; see `TrajectoryTokens`)."""
+    sampler's tokens were not the chat template's tokenization but decoded to its text (joined), how often
+    not even that (a new sample; see `TrajectoryTokens`), and how many turns the sampler could not confirm were
+    sampled as returned (kept as context with mask 0; see `envgym.train.server_sampler`)."""
 
     samples: list[TokenSample] = field(default_factory=list)
     sampled_tokens: int = 0
+    unverified_turns: int = 0
     prefix_mismatches: int = 0
     noncanonical_joins: int = 0
 
@@ -108,8 +110,10 @@ def run_group(
             ids, logprobs = list(sample.token_ids[:room]), list(sample.logprobs[:room])
             text_ids = ids[:-1] if ids and ids[-1] in sampler.eos_token_ids else ids
             text = tokenizer.decode(text_ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-            tokens[i].add_completion(ids, logprobs, text)
+            verified = getattr(sample, "verified", True)
+            tokens[i].add_completion(ids, logprobs, text, trainable=verified)
             episodes[i].sampled_tokens += len(ids)
+            episodes[i].unverified_turns += not verified
             answer = runs[i].step(text)
             if not runs[i].done:
                 tokens[i].add_messages(answer)

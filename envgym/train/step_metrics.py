@@ -27,6 +27,7 @@ class GroupSummary:
     sampled_tokens: int
     prefix_mismatches: int
     noncanonical_joins: int
+    unverified_turns: int
 
     @classmethod
     def of(cls, group: Group) -> GroupSummary:
@@ -42,6 +43,7 @@ class GroupSummary:
             sampled_tokens=sum(e.sampled_tokens for e in episodes),
             prefix_mismatches=sum(e.prefix_mismatches for e in episodes),
             noncanonical_joins=sum(e.noncanonical_joins for e in episodes),
+            unverified_turns=sum(e.unverified_turns for e in episodes),
         )
 
 
@@ -83,6 +85,7 @@ def rollout_metrics(ranks: list[RankRollouts], version: int, zero_std_tolerance:
         "truncated_fraction": sum(g.truncated for g in groups) / episodes,
         "prefix_mismatches": sum(g.prefix_mismatches for g in groups),
         "noncanonical_joins": sum(g.noncanonical_joins for g in groups),
+        "unverified_turns": sum(g.unverified_turns for g in groups),
         "max_staleness_seen": max(version - g.policy_version for g in groups),
         "dropped_stale": sum(r.dropped_stale for r in ranks),
         "rollout_groups_per_rank": [len(r.groups) for r in ranks],

@@ -72,11 +72,18 @@ class TrajectoryTokens:
         sample.extend(self._encode(self._render()), 0)
         self.samples.append(sample)
 
-    def add_completion(self, token_ids: list[int], logprobs: list[float], text: str) -> None:
-        """Append sampled ids (mask 1) and record the assistant turn as `text` (their decoding)."""
+    def add_completion(self, token_ids: list[int], logprobs: list[float], text: str, trainable: bool = True) -> None:
+        """Append sampled ids (mask 1) and record the assistant turn as `text` (their decoding).
+
+        `trainable=False` (ids a backend could not confirm were the ones sampled) appends them with mask 0:
+        context for what follows, never learned from.
+        """
         if len(token_ids) != len(logprobs):
             raise ValueError(f"add_completion: {len(token_ids)} token ids but {len(logprobs)} logprobs")
-        self.current.extend(list(token_ids), 1, list(logprobs))
+        if trainable:
+            self.current.extend(list(token_ids), 1, list(logprobs))
+        else:
+            self.current.extend(list(token_ids), 0)
         self.messages.append({"role": "assistant", "content": text})
 
     def add_messages(self, new_messages: list[dict[str, Any]]) -> bool:

@@ -23,13 +23,8 @@ from envgym.train.learner import StepBatches
 from envgym.train.loss import group_advantages, policy_loss
 from envgym.train.plot import plot_reward_curve
 from envgym.train.policy import load_policy
-from envgym.train.rollout import (
-    Group,
-    GroupBuffer,
-    RolloutLimits,
-    RolloutWorker,
-    run_group,
-)
+from envgym.train.rollout import Group, GroupBuffer, RolloutLimits, RolloutWorker, run_group
+from envgym.train.server_sampler import ServerSampler, make_sampler
 from envgym.train.step_metrics import gather_rollouts, rollout_metrics
 
 
@@ -90,7 +85,7 @@ class GRPOTrainer:
             lr=config.learning_rate,
             weight_decay=config.weight_decay,
         )
-        self.sampler = CachedSampler(model, self.tokenizer)
+        self.sampler: Any = make_sampler(config, model, self.tokenizer)  # in-process, or an inference server
         self.env_factory = env_factory or (
             lambda: make_env(config.env_id, config.env_server_url, config.env_server_token_file)
         )
@@ -123,6 +118,11 @@ class GRPOTrainer:
 
     # ------------------------------------------------------------------ rollouts
 
+    def _sync_server(self) -> None:
+        """An inference server samples from the weights of `self.version`: push them when it has others."""
+        if isinstance(self.sampler, ServerSampler) and self.sampler.version != self.version:
+            self.sampler.push_weights(self.model, self.version)
+
     def _task_for(self, index: int) -> str:
         return uniform_task(self.train_tasks, self.config.seed, index)
 
@@ -145,6 +145,7 @@ class GRPOTrainer:
         rank returns what one process would."""
         tasks = list(task_ids if task_ids is not None else self.heldout_tasks)
         chunks = [tasks[start : start + len(self.envs)] for start in range(0, len(tasks), len(self.envs))]
+        self._sync_server()
         rewards: list[float] = []
         for chunk in distributed.shard(chunks):
             episodes = run_group(
@@ -366,6 +367,7 @@ class GRPOTrainer:
             groups = [buffer.get(self.version) for _ in range(self.shard.size)]
             self.dropped_stale = buffer.dropped
         else:
+            self._sync_server()
             indices = self.shard.step_indices(self.step)
             tasks = [""] * len(indices) if self.curriculum is None else self.curriculum.step_tasks(
                 self.step, self._task_for, len(self.train_tasks), len(indices))

