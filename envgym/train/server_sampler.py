@@ -242,5 +242,9 @@ def make_sampler(config: Any, model: Any, tokenizer: Any) -> Any:
     """The sampler a `GRPOConfig` asks for: `CachedSampler` in-process, or a `ServerSampler` (pushed lazily)."""
     if config.generation == "local":
         return CachedSampler(model, tokenizer)
+    from envgym.train import distributed
+
+    if distributed.world_size() > 1:  # every rank would push its own weights to the one server
+        raise ValueError("GRPOConfig.generation 'server' runs in one process; under torch.distributed use 'local'")
     push_dir = config.server_push_dir or str(Path(config.output_dir) / "pushed")
     return build_server_sampler(config.server_kind, str(config.server_url), tokenizer, push_dir=push_dir)

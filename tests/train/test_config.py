@@ -32,6 +32,10 @@ PINNED_DEFAULTS = {
     "temperature": 1.0,
     "max_new_tokens": 96,
     "max_sequence_tokens": 1024,
+    "generation": "local",
+    "server_url": None,
+    "server_kind": "transformers",
+    "server_push_dir": None,
     "loss_type": "dapo",
     "scale_rewards": True,
     "std_floor": 1e-3,
@@ -94,3 +98,26 @@ def test_wrong_type_and_invalid_value_name_the_field(tmp_path: Path) -> None:
         GRPOConfig.from_yaml(path)
     with pytest.raises(ValueError, match="group_size=1"):
         GRPOConfig(group_size=1)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"generation": "server"}, "generation 'server' needs a server_url"),
+        ({"server_url": "http://127.0.0.1:8000"}, "generation 'server' needs a server_url, and only it uses one"),
+        ({"generation": "server", "server_url": "http://h:1", "async_rollouts": True}, "generation 'server' is synchronous"),
+        ({"generation": "server", "server_url": "http://h:1", "server_kind": "vllm"}, "only as LoRA adapters"),
+    ],
+)
+def test_a_server_generation_that_cannot_work_is_refused_with_the_reason(fields: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        GRPOConfig(**fields)
+
+
+def test_the_train_command_maps_the_server_flags_onto_the_config(capsys: pytest.CaptureFixture[str]) -> None:
+    from envgym.cli import main
+
+    assert main(["train", "--generation", "server", "--server-kind", "sglang"]) == 2
+    assert "generation 'server' needs a server_url" in capsys.readouterr().err
+    assert main(["train", "--generation", "server", "--server-url", "http://127.0.0.1:9", "--server-kind", "vllm"]) == 2
+    assert "only as LoRA adapters" in capsys.readouterr().err
