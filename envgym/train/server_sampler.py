@@ -12,11 +12,11 @@ Three wire formats (`KINDS`):
   decoded to text, the reply text is re-tokenized, and the logprobs are recomputed by the local policy (the
   weights just pushed, so the distribution the server sampled from). A turn is *verified* only when that
   reconstruction is exact as far as the server lets us check: the prompt text tokenizes back to the prompt ids
-  and the server counted as many prompt tokens, the reply re-tokenizes to text that decodes back to itself,
-  and the server's completion token count equals ours (special tokens it dropped from the text, or a
-  tokenization of the reply other than ours of the same length... the count catches the first, not the
-  second, which is why the guarantee is weaker than the engines'). An unverified turn is returned with
-  `verified=False`: the rollout keeps it as context with mask 0 and never trains on it. Weights are pushed as a
+  and the server counted as many prompt tokens, the reply re-tokenizes to ids that decode back to it, and the
+  server's completion token count equals ours. The count catches special tokens the server dropped from the
+  text and most non-canonical tokenizations; a different tokenization of the same length would pass, so this
+  guarantee is weaker than the engines'. An unverified turn is returned with `verified=False`: the rollout
+  keeps it as context with mask 0 and never trains on it. Weights are pushed as a
   full model folder and loaded with `POST /load_model`; requests then name that folder. The server must run
   without a pinned model (no positional model argument), or it refuses every other model name.
 - `vllm` and `sglang`: see `envgym.train.server_engines` (exact token ids and logprobs from the server).
@@ -72,10 +72,25 @@ def policy_logprobs(model: Any, prompt: list[int], completion: list[int], temper
     return [float(x) for x in picked]
 
 
+def _saveable(lm: Any) -> Any:
+    """`lm`, or a view of its weights in the plain class when transformers flags it as quantized: a GGUF-loaded
+    policy (the default 'local' SmolLM2) holds plain float tensors, but `save_pretrained` refuses it."""
+    if getattr(lm, "hf_quantizer", None) is None:
+        return lm
+    config = lm.config.to_dict()
+    config.pop("quantization_config", None)
+    config.pop("_name_or_path", None)
+    with torch.device("meta"):
+        plain = type(lm)(type(lm.config).from_dict(config))
+    plain.load_state_dict(lm.state_dict(), assign=True)  # the same tensors, nothing copied
+    plain.generation_config = lm.generation_config
+    return plain
+
+
 def save_full_model(model: Any, tokenizer: Any, folder: Path) -> None:
     """A transformers folder of `model` with LoRA adapters merged in (the policy as it samples)."""
     lm = copy.deepcopy(model).merge_and_unload() if hasattr(model, "merge_and_unload") else model
-    lm.save_pretrained(str(folder))
+    _saveable(lm).save_pretrained(str(folder))
     tokenizer.save_pretrained(str(folder))
 
 

@@ -5,6 +5,7 @@ push; ids the server's text does not pin down are flagged and never trained on; 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,8 +18,8 @@ from envgym.llm.chat_template import encode_chat
 from envgym.play.episode import Trajectory
 from envgym.train import GRPOConfig, GRPOTrainer
 from envgym.train.generation import CachedSampler
-from envgym.train.policy import tiny_random_policy
-from envgym.train.server_sampler import TransformersServeSampler
+from envgym.train.policy import load_policy, tiny_random_policy
+from envgym.train.server_sampler import TransformersServeSampler, save_full_model
 from envgym.train.tokens import TrajectoryTokens
 from tests.openai_server import LOAD_POST, Server
 
@@ -104,3 +105,19 @@ def test_grpo_samples_through_the_server_and_pushes_each_update(server: Server, 
         assert trained == (0 if episode.unverified_turns else episode.sampled_tokens)
     trainer.evaluate(trainer.heldout_tasks[:1])
     assert sampler.version == 2 and re.search(r"v2$", str(sampler.model_name))
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_the_default_gguf_policy_is_pushed_as_a_plain_folder_of_its_own_weights(tmp_path: Path) -> None:
+    # transformers flags a GGUF-loaded model as quantized and its save_pretrained refuses it, though the
+    # policy's weights are plain float tensors: the push must still write them.
+    from safetensors.torch import load_file
+
+    model, tokenizer = load_policy("local", seed=0)
+    save_full_model(model, tokenizer, tmp_path / "pushed")
+    config = json.loads((tmp_path / "pushed" / "config.json").read_text())
+    assert "quantization_config" not in config and config["architectures"] == ["LlamaForCausalLM"]
+    saved, state = load_file(str(tmp_path / "pushed" / "model.safetensors")), model.state_dict()
+    assert "model.embed_tokens.weight" in saved and set(saved) <= set(state)
+    assert all(torch.equal(tensor, state[name]) for name, tensor in saved.items())
