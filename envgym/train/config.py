@@ -94,7 +94,9 @@ class GRPOConfig:
         "at server_url samples, with the policy's weights pushed to it before each rollout "
         "(envgym.train.server_sampler).",
     )
-    server_url: str | None = _knob(None, "Base URL of the inference server, e.g. http://127.0.0.1:8000.")
+    server_url: str | None = _knob(
+        None, "Base URL of the inference server, e.g. http://127.0.0.1:8000; under torchrun a comma-separated list "
+        "(rank r samples from entry r mod n; SGLang needs one per rank).")
     server_kind: ServerKind = _knob(  # noqa: RUF009 (a field() factory)
         "transformers", "Its wire format: 'transformers' (transformers serve), 'vllm' (LoRA only) or 'sglang'."
     )

@@ -259,7 +259,20 @@ def make_sampler(config: Any, model: Any, tokenizer: Any) -> Any:
         return CachedSampler(model, tokenizer)
     from envgym.train import distributed
 
-    if distributed.world_size() > 1:  # every rank would push its own weights to the one server
-        raise ValueError("GRPOConfig.generation 'server' runs in one process; under torch.distributed use 'local'")
+    url = server_for_rank(str(config.server_url), config.server_kind, distributed.rank(), distributed.world_size())
     push_dir = config.server_push_dir or str(Path(config.output_dir) / "pushed")
-    return build_server_sampler(config.server_kind, str(config.server_url), tokenizer, push_dir=push_dir)
+    return build_server_sampler(config.server_kind, url, tokenizer, push_dir=push_dir)
+
+
+def server_for_rank(server_url: str, kind: str, rank: int, world_size: int) -> str:
+    """The server rank `rank` samples from: `server_url` lists one or more (comma-separated), rank r takes entry
+    r mod n. Every rank pushes its own copy of the weights (the same after each all-reduce) into its own folder or
+    adapter name, so ranks may share a transformers or vLLM server; SGLang's push replaces the weights of the whole
+    server, under the other ranks' requests, so there each rank needs a server of its own."""
+    urls = [u.strip() for u in server_url.split(",") if u.strip()]
+    if not urls:
+        raise ValueError(f"server_url {server_url!r} names no server")
+    if kind == "sglang" and world_size > len(urls):
+        raise ValueError(f"sglang: {world_size} ranks share {len(urls)} server(s), and a push reloads a whole SGLang "
+                         "server under the other ranks' requests; give server_url one URL per rank")
+    return urls[rank % len(urls)]

@@ -150,3 +150,17 @@ def test_a_reply_that_contradicts_itself_or_an_error_status_is_a_clear_error(rep
                        seed=EXCHANGE["seed"])
     with pytest.raises(ServerSamplerError, match=r"/generate answered 404: .*no recorded exchange"):
         sampler.sample([[5, 6]], max_new_tokens=1, temperature=1.0, seed=0)
+
+
+def test_ranks_take_servers_round_robin_and_sglang_gets_one_per_rank() -> None:
+    from envgym.train.server_sampler import server_for_rank
+
+    urls = "http://a:8000, http://b:8000"
+    assert [server_for_rank(urls, "transformers", r, 4) for r in range(4)] == [
+        "http://a:8000", "http://b:8000", "http://a:8000", "http://b:8000"]
+    assert server_for_rank("http://a:8000", "vllm", 1, 2) == "http://a:8000"  # own adapter names: may share
+    assert server_for_rank(urls, "sglang", 1, 2) == "http://b:8000"
+    with pytest.raises(ValueError, match=r"sglang: 3 ranks share 2 server\(s\)"):
+        server_for_rank(urls, "sglang", 0, 3)
+    with pytest.raises(ValueError, match="names no server"):
+        server_for_rank(" , ", "transformers", 0, 1)
