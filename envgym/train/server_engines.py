@@ -25,10 +25,19 @@ SGLang (native API, https://docs.sglang.io: "SGLang Native APIs", "Sampling Para
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from envgym.llm.local import TokenSample
-from envgym.train.server_sampler import ServerSampler, ServerSamplerError, row_seed, save_full_model
+from envgym.train.generation import CachedSampler
+from envgym.train.server_sampler import (
+    KINDS,
+    ServerSampler,
+    ServerSamplerError,
+    TransformersServeSampler,
+    row_seed,
+    save_full_model,
+)
 
 
 class _ConcurrentRows(ServerSampler):
@@ -138,3 +147,39 @@ class SGLangSampler(_ConcurrentRows):
         if reply.get("output_ids") is not None and list(reply["output_ids"]) != ids:
             raise ServerSamplerError(f"{where}: output_ids {reply['output_ids']} disagree with the logprob tokens {ids}")
         return self._sample(ids, values)
+
+
+def build_server_sampler(
+    kind: str, base_url: str, tokenizer: Any, *, push_dir: str | Path, model_name: str | None = None
+) -> ServerSampler:
+    """The sampler for a server of `kind` (one of `KINDS`) at `base_url`."""
+    classes: dict[str, type[ServerSampler]] = {
+        "transformers": TransformersServeSampler, "vllm": VLLMSampler, "sglang": SGLangSampler}
+    if kind not in classes:
+        raise ValueError(f"server kind {kind!r}: expected one of {', '.join(KINDS)}")
+    return classes[kind](base_url, tokenizer, push_dir=push_dir, model_name=model_name)
+
+
+def make_sampler(config: Any, model: Any, tokenizer: Any) -> Any:
+    """The sampler a `GRPOConfig` asks for: `CachedSampler` in-process, or a `ServerSampler` (pushed lazily)."""
+    if config.generation == "local":
+        return CachedSampler(model, tokenizer)
+    from envgym.train import distributed
+
+    url = server_for_rank(str(config.server_url), config.server_kind, distributed.rank(), distributed.world_size())
+    push_dir = config.server_push_dir or str(Path(config.output_dir) / "pushed")
+    return build_server_sampler(config.server_kind, url, tokenizer, push_dir=push_dir)
+
+
+def server_for_rank(server_url: str, kind: str, rank: int, world_size: int) -> str:
+    """The server rank `rank` samples from: `server_url` lists one or more (comma-separated), rank r takes entry
+    r mod n. Every rank pushes its own copy of the weights (the same after each all-reduce) into its own folder or
+    adapter name, so ranks may share a transformers or vLLM server; SGLang's push replaces the weights of the whole
+    server, under the other ranks' requests, so there each rank needs a server of its own."""
+    urls = [u.strip() for u in server_url.split(",") if u.strip()]
+    if not urls:
+        raise ValueError(f"server_url {server_url!r} names no server")
+    if kind == "sglang" and world_size > len(urls):
+        raise ValueError(f"sglang: {world_size} ranks share {len(urls)} server(s), and a push reloads a whole SGLang "
+                         "server under the other ranks' requests; give server_url one URL per rank")
+    return urls[rank % len(urls)]

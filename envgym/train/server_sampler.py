@@ -38,7 +38,7 @@ import httpx
 import torch
 
 from envgym.llm.local import TokenSample
-from envgym.train.generation import CachedSampler, causal_lm
+from envgym.train.generation import causal_lm
 
 KINDS = ("transformers", "vllm", "sglang")
 
@@ -238,41 +238,3 @@ class TransformersServeSampler(ServerSampler):
                     and served_completion == len(ids) and (not ended or len(self.eos_token_ids) == 1))
         logprobs = policy_logprobs(self.policy, prompt, ids, temperature)
         return TokenSample(ids, logprobs, ended, verified=verified)
-
-
-def build_server_sampler(
-    kind: str, base_url: str, tokenizer: Any, *, push_dir: str | Path, model_name: str | None = None
-) -> ServerSampler:
-    """The sampler for a server of `kind` (one of `KINDS`) at `base_url`."""
-    from envgym.train.server_engines import SGLangSampler, VLLMSampler
-
-    classes: dict[str, type[ServerSampler]] = {
-        "transformers": TransformersServeSampler, "vllm": VLLMSampler, "sglang": SGLangSampler}
-    if kind not in classes:
-        raise ValueError(f"server kind {kind!r}: expected one of {', '.join(KINDS)}")
-    return classes[kind](base_url, tokenizer, push_dir=push_dir, model_name=model_name)
-
-
-def make_sampler(config: Any, model: Any, tokenizer: Any) -> Any:
-    """The sampler a `GRPOConfig` asks for: `CachedSampler` in-process, or a `ServerSampler` (pushed lazily)."""
-    if config.generation == "local":
-        return CachedSampler(model, tokenizer)
-    from envgym.train import distributed
-
-    url = server_for_rank(str(config.server_url), config.server_kind, distributed.rank(), distributed.world_size())
-    push_dir = config.server_push_dir or str(Path(config.output_dir) / "pushed")
-    return build_server_sampler(config.server_kind, url, tokenizer, push_dir=push_dir)
-
-
-def server_for_rank(server_url: str, kind: str, rank: int, world_size: int) -> str:
-    """The server rank `rank` samples from: `server_url` lists one or more (comma-separated), rank r takes entry
-    r mod n. Every rank pushes its own copy of the weights (the same after each all-reduce) into its own folder or
-    adapter name, so ranks may share a transformers or vLLM server; SGLang's push replaces the weights of the whole
-    server, under the other ranks' requests, so there each rank needs a server of its own."""
-    urls = [u.strip() for u in server_url.split(",") if u.strip()]
-    if not urls:
-        raise ValueError(f"server_url {server_url!r} names no server")
-    if kind == "sglang" and world_size > len(urls):
-        raise ValueError(f"sglang: {world_size} ranks share {len(urls)} server(s), and a push reloads a whole SGLang "
-                         "server under the other ranks' requests; give server_url one URL per rank")
-    return urls[rank % len(urls)]

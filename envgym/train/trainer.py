@@ -24,7 +24,7 @@ from envgym.train.loss import group_advantages, policy_loss
 from envgym.train.plot import plot_reward_curve
 from envgym.train.policy import load_policy
 from envgym.train.rollout import Group, GroupBuffer, RolloutLimits, RolloutWorker, run_group
-from envgym.train.server_sampler import ServerSampler, make_sampler
+from envgym.train.server_engines import ServerSampler, make_sampler
 from envgym.train.step_metrics import gather_rollouts, rollout_metrics
 
 

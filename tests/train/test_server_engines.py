@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from envgym.train.policy import tiny_random_policy
-from envgym.train.server_sampler import ServerSamplerError, build_server_sampler
+from envgym.train.server_engines import build_server_sampler
+from envgym.train.server_sampler import ServerSamplerError
 
 EXCHANGE = json.loads((Path(__file__).parent / "data" / "server_exchange.json").read_text())
 WILDCARDS = ("<adapter>", "<path>")
@@ -153,7 +154,7 @@ def test_a_reply_that_contradicts_itself_or_an_error_status_is_a_clear_error(rep
 
 
 def test_ranks_take_servers_round_robin_and_sglang_gets_one_per_rank() -> None:
-    from envgym.train.server_sampler import server_for_rank
+    from envgym.train.server_engines import server_for_rank
 
     urls = "http://a:8000, http://b:8000"
     assert [server_for_rank(urls, "transformers", r, 4) for r in range(4)] == [
