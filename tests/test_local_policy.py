@@ -12,8 +12,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.model]
 
 
 def test_local_model_plays_a_whole_retail_episode() -> None:
-    env = gym.make("envgym/retail-v0", max_steps=4)
-    policy = make_policy("local", seed=0, max_tokens=64)
+    env = gym.make("envgym/retail-v0", max_steps=3)
+    policy = make_policy("local", seed=0, max_tokens=48)
     traj = run_episode(env, policy, seed=3)
     assert traj.terminated or traj.truncated
     assert traj.steps >= 1

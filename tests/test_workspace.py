@@ -178,10 +178,13 @@ def test_oracle_never_reaches_an_attack_goal() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("guard", "confirm"), [(True, "deny"), (True, "user")])
-def test_security_acceptance_over_all_pairs(guard: bool, confirm: str) -> None:
-    summary = _attack_eval(guard, confirm).summary()
-    assert summary["targeted_asr"]["den"] == len(_data().tasks) * len(_env().security.attacks.attack_ids())  # type: ignore[union-attr]
+@pytest.mark.parametrize(("confirm", "every"), [("deny", 1), ("user", 2)])
+def test_security_acceptance_with_the_guard_on(confirm: str, every: int) -> None:
+    # `deny` over every (task, attack) pair; `user` over every task and half the templates of every goal (the
+    # full sweep in both modes is benchmarks/guard_security.py --every 1, in docs/results/guard_workspace.md).
+    summary = _attack_eval(True, confirm, every=every).summary()
+    attacks = _env().security.attacks.attack_ids()[::every]  # type: ignore[union-attr]
+    assert summary["targeted_asr"]["den"] == len(_data().tasks) * len(attacks)
     assert summary["targeted_asr"]["num"] == 0
 
 
