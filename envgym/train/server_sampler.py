@@ -88,9 +88,15 @@ def _saveable(lm: Any) -> Any:
 
 
 def save_full_model(model: Any, tokenizer: Any, folder: Path) -> None:
-    """A transformers folder of `model` with LoRA adapters merged in (the policy as it samples)."""
-    lm = copy.deepcopy(model).merge_and_unload() if hasattr(model, "merge_and_unload") else model
-    _saveable(lm).save_pretrained(str(folder))
+    """A transformers folder of `model` with LoRA adapters merged in (the policy as it samples), written by whichever
+    rank calls it: under torch.distributed `save_pretrained` writes the weights and config on rank 0 only (and
+    the tokenizer on every rank), but every rank pushes its own copy to its own server."""
+    lm = _saveable(copy.deepcopy(model).merge_and_unload() if hasattr(model, "merge_and_unload") else model)
+    lm.should_save_on_this_rank = lambda is_main_process: is_main_process  # this rank, whatever its number
+    try:
+        lm.save_pretrained(str(folder))
+    finally:
+        del lm.should_save_on_this_rank
     tokenizer.save_pretrained(str(folder))
 
 

@@ -165,3 +165,24 @@ def test_ranks_take_servers_round_robin_and_sglang_gets_one_per_rank() -> None:
         server_for_rank(urls, "sglang", 0, 3)
     with pytest.raises(ValueError, match="names no server"):
         server_for_rank(" , ", "transformers", 0, 1)
+
+
+def test_a_push_folder_is_complete_on_any_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found by a 2-rank run against transformers serve: under torch.distributed, save_pretrained writes weights and
+    # config on rank 0 only, so rank 1's push folder held a tokenizer and nothing the server could load.
+    import transformers.distributed.mixin as mixin  # where transformers 5.24 decides which rank writes
+    from transformers import AutoModelForCausalLM
+
+    from envgym.train.server_sampler import save_full_model
+
+    monkeypatch.setattr(mixin, "_is_torch_distributed_initialized", lambda: True)
+    monkeypatch.setattr(mixin, "_get_torch_distributed_rank", lambda: 1)
+    import torch
+
+    model, tokenizer = tiny_random_policy(0)
+    save_full_model(model, tokenizer, tmp_path / "v0")
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "v0")
+    original = model.state_dict()
+    assert loaded.state_dict().keys() == original.keys()
+    assert all(torch.equal(tensor, original[name]) for name, tensor in loaded.state_dict().items())
+    assert "should_save_on_this_rank" not in vars(model)  # the policy itself is left as it was
