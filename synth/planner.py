@@ -19,6 +19,9 @@ from synth.lexicon import words
 from synth.program import Ask, CallRequest, Program, ProgramError, Reply, run
 from synth.stages.tasks import question
 
+# The opening question of `FairPlanner(open_first=True)`: the scripted user answers it with their request and facts.
+OPEN_QUESTION = "How can I help you today?"
+
 # How the tools word a failure that a retry of the same call may get past (transient, rate limit).
 RETRYABLE = ("temporarily unavailable", "rate limit exceeded")
 
@@ -31,30 +34,43 @@ def _fact(text: str, key: str) -> str | None:
         return None
     rest = text[start + len(marker):]
     end = rest.find(". My ")
-    value = rest if end < 0 else rest[:end]
-    return value[:-1] if value.endswith(".") else value
+    if end >= 0:  # the sentence's own period ends the value ("My full name is Ray Gibson Jr.. My phone is ...")
+        return rest[:end]
+    return rest[:-1] if rest.endswith(".") else rest
 
 
 class FairPlanner:
-    """Plays a task's program using only the conversation (see the module docstring)."""
+    """Plays a task's program using only the conversation (see the module docstring).
 
-    def __init__(self, program: Program, retries: int = 3):
+    With `open_first` it first asks the user what they need (`OPEN_QUESTION`), so the request itself is in the
+    conversation before any answer is given, and then asks only for facts the user has not already stated."""
+
+    def __init__(self, program: Program, retries: int = 3, open_first: bool = False):
         self.gen = run(program)
         self.request: Ask | CallRequest | Reply | None = None
-        self.waiting = "start"
+        self.waiting = "open" if open_first else "start"
+        self.open_first = open_first
+        self.heard: list[str] = []  # what the user has said so far
         self.retries = retries
         self.tries = 0
 
     def _advance(self, value: Any) -> str:
-        try:
-            self.request = next(self.gen) if self.waiting == "start" else self.gen.send(value)
-        except (StopIteration, ProgramError):
-            self.waiting = "done"
-            return f"I cannot go any further with this. {STOP}"
-        req = self.request
-        if isinstance(req, Ask):
-            self.waiting = "ask"
-            return question(req.key)
+        first = self.waiting == "start"
+        while True:
+            try:
+                self.request = next(self.gen) if first else self.gen.send(value)
+            except (StopIteration, ProgramError):
+                self.waiting = "done"
+                return f"I cannot go any further with this. {STOP}"
+            first = False
+            req = self.request
+            if not isinstance(req, Ask):
+                break
+            stated = self._stated(req.key)
+            if stated is None:
+                self.waiting = "ask"
+                return question(req.key)
+            value = stated
         if isinstance(req, CallRequest):
             if req.write:
                 self.waiting = "confirm"
@@ -63,6 +79,12 @@ class FairPlanner:
         self.waiting = "reply"
         return req.text
 
+    def _stated(self, key: str) -> str | None:
+        """The value the user already gave for `key` (newest message first); None without `open_first`."""
+        if not self.open_first:
+            return None
+        return next((v for text in reversed(self.heard) if (v := _fact(text, key)) is not None), None)
+
     def _call(self, req: CallRequest) -> str:
         self.waiting, self.tries = "result", 0
         return format_tool_call(req.tool, req.arguments)
@@ -70,6 +92,11 @@ class FairPlanner:
     def act(self, obs: str, info: dict[str, Any]) -> str:
         last = info["messages"][-1]
         content = str(last.get("content") or "")
+        if last.get("role") == "user":
+            self.heard.append(content)
+        if self.waiting == "open":
+            self.waiting = "start"
+            return OPEN_QUESTION
         if self.waiting == "start":
             return self._advance(None)
         if self.waiting == "ask":

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from envgym.llm.chat_template import hermes_tool_call_text
+from envgym.train.learner import StepBatches
 from envgym.train.tokens import TokenSample, TrajectoryTokens
 
 
@@ -92,6 +93,24 @@ def sft_loss(model: Any, samples: Sequence[TokenSample], pad_token_id: int) -> t
     return (losses * mask).sum() / mask.sum()
 
 
+def sft_backward(model: Any, samples: Sequence[TokenSample], pad_token_id: int, micro_batch_size: int = 2) -> float:
+    """Accumulate the gradient of `sft_loss(model, samples)` and return that loss, running the prompt prefix
+    every sample shares once (`envgym.train.learner.StepBatches`) and the output head only at target tokens.
+    The gradient is the same as a full pass; with a long system prompt and tool schemas it costs a fraction."""
+    batches = StepBatches(list(samples), micro_batch_size, pad_token_id)
+    targets = sum(int(m.mask.sum()) for m in batches.micro)
+    if not targets:
+        raise ValueError("sft_backward: the batch has no target (mask 1) token")
+    prefix = batches.prefix_forward(model, grad=True)
+    total = 0.0
+    for micro in batches.micro:
+        loss = -batches.logprobs(model, micro, 1.0, prefix).sum() / targets
+        loss.backward()
+        total += float(loss.detach())
+    prefix.backward()
+    return total
+
+
 def supervised_fine_tune(
     model: Any,
     samples: Sequence[TokenSample],
@@ -102,10 +121,13 @@ def supervised_fine_tune(
     pad_token_id: int,
     seed: int = 0,
     max_grad_norm: float = 1.0,
+    micro_batch_size: int = 2,
     console: Console | None = None,
 ) -> list[float]:
     """Train `model` in place for `steps` AdamW steps on batches of `batch_size` samples drawn in a seeded
-    order (reshuffled each pass); returns the loss of each step. Its optimizer is private and discarded."""
+    order (reshuffled each pass); returns the loss of each step. Each batch runs in micro-batches of
+    `micro_batch_size` on top of the prompt prefix its samples share (`sft_backward`). Its optimizer is private
+    and discarded."""
     if steps < 0 or batch_size < 1:
         raise ValueError(
             f"supervised_fine_tune: need steps >= 0 and batch_size >= 1, got {steps}, {batch_size}"
@@ -137,11 +159,10 @@ def supervised_fine_tune(
                         rng.shuffle(order)
                     batch.append(samples[order.pop()])
                 optimizer.zero_grad(set_to_none=True)
-                loss = sft_loss(model, batch, pad_token_id)
-                loss.backward()
+                loss = sft_backward(model, batch, pad_token_id, micro_batch_size)
                 torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
                 optimizer.step()
-                losses.append(float(loss.detach()))
+                losses.append(loss)
                 progress.update(bar, advance=1, description=f"loss {losses[-1]:.4f}")
     finally:
         model.train(was_training)

@@ -13,7 +13,7 @@ import envgym  # noqa: F401  (registers envgym/* ids)
 from envgym.play.episode import run_episode
 from envgym.play.policies import OraclePolicy
 from envgym.train.policy import tiny_random_policy
-from envgym.train.sft import conversation_samples, sft_loss, supervised_fine_tune
+from envgym.train.sft import conversation_samples, sft_backward, sft_loss, supervised_fine_tune
 from envgym.train.tokens import TokenSample
 
 
@@ -71,6 +71,28 @@ def test_only_target_tokens_contribute(tiny: tuple[Any, Any], oracle_samples: li
     assert torch.allclose(reference, torch.stack(nll).mean(), atol=1e-5)
     assert torch.allclose(ignored, reference, atol=1e-6)
     assert not torch.allclose(counted, reference, atol=1e-3)
+
+
+def test_shared_prefix_backward_gives_the_full_pass_gradient(
+    tiny: tuple[Any, Any], oracle_samples: list[TokenSample]
+) -> None:
+    """sft_backward runs the shared system prompt once: its loss and every parameter's gradient equal those of
+    backpropagating sft_loss over whole, padded samples (three samples of different lengths, micro-batches of 2)."""
+    model, tokenizer = tiny
+    model = copy.deepcopy(model)
+    pad = tokenizer.eos_token_id
+    batch = oracle_samples[:3]
+    model.zero_grad(set_to_none=True)
+    full = sft_loss(model, batch, pad)
+    full.backward()
+    expected = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    shared = sft_backward(model, batch, pad, micro_batch_size=2)
+    assert abs(shared - float(full.detach())) < 1e-5
+    got = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+    assert got.keys() == expected.keys()
+    for name, grad in expected.items():
+        assert torch.allclose(got[name], grad, atol=1e-6, rtol=1e-4), name
 
 
 def test_loss_decreases_on_a_fixed_batch(tiny: tuple[Any, Any], oracle_samples: list[TokenSample]) -> None:
