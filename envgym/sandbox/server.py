@@ -1,8 +1,9 @@
 """The sandbox server's entry point: build the HTTP front for a service, serve until stopped.
 
-Run inside a sandbox as `python -m envgym.sandbox.server --socket PATH --token-file FILE ...`
-(or `--port P`). It exits by itself when its ttl passes or it has been idle too long. With `--env-id` it is an
-env server: health, env sessions and shutdown only, no exec, files or archives. Framing and limits live in
+Run inside a sandbox as `python3 -S -P .../envgym/sandbox/launch.py --socket PATH --token-file FILE ...` (or
+`--port P`), which listens before it imports this module, or as `python -m envgym.sandbox.server ...`. It exits
+by itself when its ttl passes or it has been idle too long. With `--env-id` it is an env server: health, env
+sessions and shutdown only, no exec, files or archives. Framing and limits live in
 `envgym.sandbox.httpd` and `envgym.sandbox.limits`, routes in `envgym.sandbox.router`; only the standard library
 is used for HTTP, so it runs in the minimal sandbox image.
 """
@@ -21,14 +22,12 @@ import threading
 from collections.abc import Iterator
 
 from envgym.sandbox.httpd import HttpServer
+from envgym.sandbox.launch import listening_socket, parse_args
 from envgym.sandbox.limits import ENV_SERVER_LIMITS, SANDBOX_LIMITS, ServerLimits
 from envgym.sandbox.process import ExecDefaults, become_subreaper
 from envgym.sandbox.router import Router
 from envgym.sandbox.server_env import WORLDS_DIR, EnvHost
 from envgym.sandbox.service import SandboxService
-
-# The kernel's queue of connections not yet accepted; the event loop accepts them quickly.
-_LISTEN_BACKLOG = 1024
 
 
 def make_http_server(
@@ -41,18 +40,7 @@ def make_http_server(
     limits: ServerLimits = SANDBOX_LIMITS,
 ) -> HttpServer:
     """An HTTP server for `service` on a Unix socket (`socket_path`) or TCP (`host`, `port`), bound and listening."""
-    if socket_path is not None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(socket_path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(socket_path)
-    else:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    sock.listen(_LISTEN_BACKLOG)
-    return HttpServer(sock, Router(service, token), limits)
+    return HttpServer(listening_socket(socket_path, host, port), Router(service, token), limits)
 
 
 @contextlib.contextmanager
@@ -107,32 +95,15 @@ def serve_until_stopped(service: SandboxService, server: HttpServer, poll_s: flo
     return reason
 
 
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m envgym.sandbox.server", description=__doc__)
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--socket", help="listen on this Unix socket path")
-    where.add_argument("--port", type=int, help="listen on this TCP port")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--token-file", help="file holding the bearer token (else $ENVGYM_SANDBOX_TOKEN)")
-    p.add_argument("--sandbox-id", default=None)
-    p.add_argument("--workspace", required=True)
-    p.add_argument("--scratch", action="append", default=[], help="directory wiped on reset (repeatable)")
-    p.add_argument("--ttl", type=float, default=None)
-    p.add_argument("--idle", type=float, default=None)
-    p.add_argument("--timeout", type=float, default=60.0, help="default command timeout (s)")
-    p.add_argument("--max-output", type=int, default=1 << 20)
-    p.add_argument("--rlimits", default="{}", help='JSON {"RLIMIT_AS": bytes, ...} applied to commands')
-    p.add_argument("--command-env", default="{}", help="JSON object of environment variables for commands")
-    p.add_argument(
-        "--env-id", default=None, help="serve only this gymnasium environment: no exec, files or archives"
-    )
-    return p.parse_args(argv)
-
-
 def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    return serve(args, listening_socket(args.socket, args.host, args.port or 0))
+
+
+def serve(args: argparse.Namespace, listening: socket.socket) -> int:
+    """Serve on `listening` (see envgym.sandbox.launch, which binds it before this module is imported)."""
     import resource
 
-    args = _parse_args(argv)
     become_subreaper()
     token = os.environ.pop("ENVGYM_SANDBOX_TOKEN", None)
     if args.token_file:
@@ -152,9 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         scratch=tuple(args.scratch),
     )
     limits = SANDBOX_LIMITS if args.env_id is None else ENV_SERVER_LIMITS
-    server = make_http_server(
-        service, token=token, socket_path=args.socket, host=args.host, port=args.port or 0, limits=limits
-    )
+    server = HttpServer(listening, Router(service, token), limits)
     where = args.socket or f"http://{args.host}:{server.server_address[1]}"
     print(f"envgym sandbox server {service.sandbox_id} on {where}", file=sys.stderr, flush=True)
     reason = serve_until_stopped(service, server)

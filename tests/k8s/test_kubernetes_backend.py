@@ -82,7 +82,7 @@ def test_commands_files_and_timeouts_run_inside_the_pod(backend: KubernetesBacke
         box.write_file("data/in.txt", b"x" * 100_000)
         result = box.exec("wc -c < data/in.txt && cat /proc/1/cmdline | tr '\\0' ' '")
         assert result.stdout.split()[0] == "100000"
-        assert "envgym.sandbox.server" in result.stdout
+        assert "envgym/sandbox/launch.py" in result.stdout  # the fast launcher, as in the docker backend
         started = time.monotonic()
         slow = box.exec("sleep 30", timeout=1)
         assert slow.timed_out and time.monotonic() - started < 10

@@ -164,23 +164,38 @@ def test_remote_env_refuses_a_url_it_cannot_speak_to() -> None:
         RemoteEnv("ftp://127.0.0.1:1")
 
 
-def test_the_sandbox_launcher_starts_the_server_without_gymnasium_numpy_or_the_environments() -> None:
+def test_the_sandbox_launcher_listens_before_its_imports_and_skips_gymnasium_numpy_and_the_environments(
+    tmp_path: Path,
+) -> None:
+    """A client's first health request must find a listening socket while the server is still importing (it then
+    waits in the accept queue instead of polling), and the server must not import the environments."""
     launcher = REPO_ROOT / "envgym" / "sandbox" / "launch.py"
+    sock = tmp_path / "server.sock"
+    argv = [str(launcher), "--socket", str(sock), "--workspace", str(tmp_path), "--ttl", "0.01"]
     code = (
-        f"import runpy, sys; sys.argv = [{str(launcher)!r}, '--help']\n"
+        "import runpy, socket, sys\n"
+        "listening = []\n"
+        "class ListeningYet:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'envgym.sandbox' and not listening:\n"
+        "            probe = socket.socket(socket.AF_UNIX)\n"
+        "            listening.append(probe.connect_ex(" + repr(str(sock)) + ") == 0)\n"
+        "            probe.close()\n"
+        "sys.meta_path.insert(0, ListeningYet())\n"
+        f"sys.argv = {argv!r}\n"
         "try:\n"
         f"    runpy.run_path({str(launcher)!r}, run_name='__main__')\n"
         "except SystemExit:\n"
         "    pass\n"
         "import envgym\n"
         "print(sorted(m for m in ('gymnasium', 'numpy', 'httpx', 'envgym.env') if m in sys.modules),"
-        " hasattr(envgym, '__version__'), 'envgym.sandbox.server' in sys.modules, file=sys.stderr)\n"
+        " hasattr(envgym, '__version__'), 'envgym.sandbox.server' in sys.modules, listening, file=sys.stderr)\n"
     )
     proc = subprocess.run(
         [sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120, env=child_env(), cwd="/"
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == "[] False True"
+    assert proc.stderr.strip().splitlines()[-1] == "[] False True [True]", proc.stderr
 
 
 def test_an_env_server_started_by_the_launcher_registers_the_environments_itself(tmp_path: Path) -> None:
