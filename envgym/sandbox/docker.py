@@ -26,7 +26,7 @@ from typing import Any
 
 import docker
 from docker.errors import APIError, NotFound
-from docker.models.containers import Container
+from docker.models.containers import Container, _create_container_args
 
 from envgym.sandbox.base import (
     LABEL_EXPIRES_AT,
@@ -156,7 +156,7 @@ class DockerBackend:
         for path in (host_dir, host_dir / "token"):
             os.chown(path, SANDBOX_UID, SANDBOX_UID)
         try:
-            container: Container = self.client.containers.run(**kwargs)
+            container = self._run(kwargs)
         except Exception:
             shutil.rmtree(host_dir, ignore_errors=True)
             raise
@@ -188,6 +188,20 @@ class DockerBackend:
             sandbox.close()
             raise
         return sandbox
+
+    def _run(self, kwargs: dict[str, Any]) -> Container:
+        """`containers.run(**kwargs)` without its inspect between create and start: an engine round trip on every
+        cold start, for attributes nobody reads before the first health check. docker-py's own translation of the
+        arguments builds the create request, so the container is configured exactly as `run` would."""
+        api = self.client.api
+        created = api.create_container(**_create_container_args({**kwargs, "version": api._version}))
+        container: Container = self.client.containers.prepare_model({"Id": created["Id"], "Name": kwargs["name"]})
+        try:
+            api.start(created["Id"])
+        except BaseException:
+            _remove(container)
+            raise
+        return container
 
     def _why_unreachable(self, container: Container, since: int, spec: SandboxSpec) -> SandboxError | None:
         """A typed error for a server that stopped answering: out of memory, when the engine says so.
