@@ -1,6 +1,6 @@
 """Sandbox and env-server benchmark: latencies and throughput, with ratios against baselines of the same run.
 
-    python benchmarks/sandbox.py [--quick] [--json]
+    python benchmarks/sandbox.py [--quick] [--json] [--only docker|env-server|cold-start] [--samples N]
 
 Reports Docker cold start p50/p95 next to bare `docker run --rm --network none IMAGE true` on the same image
 (interleaved, ratio printed; goal <= 1.5), warm-pool acquire p50/p95, exec round trip (docker and local), 50
@@ -170,9 +170,14 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer samples (a smoke run)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--workers", type=int, default=2, help="env-server worker processes (default: 2 cores)")
-    parser.add_argument("--only", choices=["docker", "env-server"], help="run one half only")
+    parser.add_argument(
+        "--only",
+        choices=["docker", "env-server", "cold-start"],
+        help="run one half only (cold-start: docker cold start and warm-pool acquire only)",
+    )
+    parser.add_argument("--samples", type=int, help="cold starts (and acquires) to time (default 20, --quick 5)")
     args = parser.parse_args()
-    n = 5 if args.quick else 20
+    n = args.samples or (5 if args.quick else 20)
     from envgym.sandbox.image import ensure_image
 
     results: dict[str, Any] = {"load_before": os.getloadavg()}
@@ -181,13 +186,14 @@ def main() -> int:
             ensure_image(quiet=args.json)
             results["docker_cold_start"] = docker_cold_start(progress, n)
             results["warm_pool_acquire"] = pool_acquire(progress, n)
-            results["exec_round_trip_docker"] = exec_round_trip(progress, "docker", 10 * n)
-            results["exec_round_trip_local"] = exec_round_trip(progress, "local", 10 * n)
-            results["concurrent_sandboxes"] = concurrent_sandboxes(progress, 10 if args.quick else 50)
+            if args.only != "cold-start":
+                results["exec_round_trip_docker"] = exec_round_trip(progress, "docker", 10 * n)
+                results["exec_round_trip_local"] = exec_round_trip(progress, "local", 10 * n)
+                results["concurrent_sandboxes"] = concurrent_sandboxes(progress, 10 if args.quick else 50)
             cold, warm = results["docker_cold_start"]["p50_ms"], results["warm_pool_acquire"]["p50_ms"]
             results["warm_over_cold_p50"] = round(warm / cold, 4)
             results["goal_cold_over_bare_p50"] = "<= 1.5"
-        if args.only != "docker":
+        if args.only not in ("docker", "cold-start"):
             for env_id, goal in GOALS.items():
                 key = f"env_server_{env_id.split('/')[1]}"
                 results[key] = env_server_throughput(
