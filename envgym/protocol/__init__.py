@@ -81,6 +81,14 @@ def _text_calls(text: str, id_prefix: str, allowed: frozenset[str]) -> tuple[str
     return outside.strip(), calls
 
 
+def _single_call(text: str, id_prefix: str) -> tuple[str, ParsedCall] | None:
+    """The one Hermes call of `text` by the short path (`hermes.parse_single`), when no other format's marker is
+    there to read; None sends `text` down the general path (`_text_calls`), which gives the same result."""
+    if mistral.MARKER in text or qwen_xml.FUNCTION in text:
+        return None
+    return hermes.parse_single(text, f"{id_prefix}0")
+
+
 def parse_text_calls(text: str, id_prefix: str, fmt: str | None = None) -> list[ParsedCall]:
     """Every tool call written in `text` (all formats, or only `fmt`)."""
     return _text_calls(text, id_prefix, _allowed(fmt))[1]
@@ -129,6 +137,12 @@ def parse_action(action: Any, id_prefix: str = "call_", fmt: str | None = None) 
             outside, calls = _text_calls(text, id_prefix, allowed)
     else:
         text = action if isinstance(action, str) else str(action)
+        single = _single_call(text, id_prefix) if hermes.NAME in allowed else None
+        if single is not None:
+            outside, call = single
+            return {"role": "assistant", "content": outside, "tool_calls": [
+                {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.raw_arguments}}
+            ]}, [call]
         outside, calls = _text_calls(text, id_prefix, allowed)
     message: dict[str, Any] = {"role": "assistant", "content": outside if calls else text}
     if calls:

@@ -9,7 +9,7 @@ from typing import Any
 from envgym.protocol.fastjson import encoder
 
 INVALID_CALL_NAME = "invalid_tool_call"
-_encode_args = encoder()
+encode_arguments = encoder()  # the arguments' canonical JSON text (`raw_arguments`)
 
 
 @dataclass(slots=True)
@@ -43,7 +43,7 @@ def checked(call_id: str, name: str, args: Any, fmt: str, raw_args: str | None =
     if args is None:
         args = {}
     if raw_args is None:
-        raw_args = _encode_args(args)
+        raw_args = encode_arguments(args)
     if not isinstance(args, dict):
         return ParsedCall(call_id, name, None, raw_args,
                           f"{fmt} tool call: the arguments of {name} must be a JSON object, got {type(args).__name__}")

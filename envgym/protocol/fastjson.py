@@ -19,6 +19,7 @@ from typing import Any
 
 c_make_encoder = getattr(json.encoder, "c_make_encoder", None)  # None only without CPython's C accelerator
 _WHITESPACE = re.compile(r"[ \t\n\r]*", re.VERBOSE | re.MULTILINE | re.DOTALL)  # what json.decoder skips
+_SPACE = frozenset(" \t\n\r")
 
 
 def encoder(**options: Any) -> Callable[[Any], str]:
@@ -59,11 +60,12 @@ def decoder() -> Callable[[str], Any]:
     skip = _WHITESPACE.match
 
     def decode(s: str) -> Any:
+        # The whitespace scans are skipped where a look at one character shows there is none to skip.
         try:
-            obj, end = scan_once(s, skip(s, 0).end())  # type: ignore[union-attr,unused-ignore]
+            obj, end = scan_once(s, skip(s, 0).end() if s[:1] in _SPACE else 0)  # type: ignore[union-attr,unused-ignore]
         except Exception:
             return stock.decode(s)
-        if skip(s, end).end() != len(s):  # type: ignore[union-attr,unused-ignore]
+        if end != len(s) and skip(s, end).end() != len(s):  # type: ignore[union-attr,unused-ignore]
             return stock.decode(s)
         return obj
 

@@ -9,7 +9,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from envgym.protocol.calls import ParsedCall, ToolCall, call_from_object, invalid, tool_lines
+from envgym.protocol.calls import (
+    ParsedCall,
+    ToolCall,
+    call_from_object,
+    encode_arguments,
+    invalid,
+    tool_lines,
+)
 from envgym.protocol.fastjson import decoder
 
 NAME = "hermes"
@@ -48,6 +55,31 @@ def parse_body(body: str, calls: list[ParsedCall], id_prefix: str) -> None:
         return
     for item in obj if isinstance(obj, list) else [obj]:
         calls.append(call_from_object(item, f"{id_prefix}{len(calls)}", body, NAME))
+
+
+def parse_single(text: str, call_id: str) -> tuple[str, ParsedCall] | None:
+    """(text outside, the call) when `text` holds one closed `<tool_call>` block of one JSON object with a string
+    name and an object of arguments; else None. The caller checks that no other format's marker is in `text`.
+
+    The same result as `split_tool_calls`, `parse_body` and `call_from_object` in fewer steps: most steps parse one
+    such call, and parsing was the larger part of a lookup step. Anything else, errors included, is left to them.
+    """
+    start = text.find(OPEN)
+    if start == -1:
+        return None
+    end = text.find(CLOSE, start + len(OPEN))
+    if end == -1 or text.find(OPEN, end + len(CLOSE)) != -1:
+        return None
+    try:
+        obj = _decode(text[start + len(OPEN) : end])
+    except ValueError:
+        return None
+    if type(obj) is not dict or "arguments" not in obj:
+        return None
+    name, args = obj.get("name"), obj["arguments"]
+    if type(name) is not str or not name or type(args) is not dict:
+        return None
+    return (text[:start] + text[end + len(CLOSE) :]).strip(), ParsedCall(call_id, name, args, encode_arguments(args))
 
 
 def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
