@@ -91,6 +91,7 @@ def test_encoder_is_safe_across_threads() -> None:
 @pytest.mark.parametrize("text", [
     '{"name": "f", "arguments": {"a": 1}}', '  [1, 2.5e3, "x\\u00e9", null, true]  ', '"s"', "12", "\n{}\n",
     "", "   ", "{", '{"a": 1} x', '{"a": 1}{"b": 2}', "[1,]", '{"a" 1}', "NaN", '{"a": "\\ud800"}', "\ufeff{}",
+    '{"a": 1}  ', "\t[]", "\r\n1", '[1] ]', "x",
 ])
 def test_decoder_gives_the_stock_objects_and_errors(text: str) -> None:
     fast, stock = decoder(), json.JSONDecoder()

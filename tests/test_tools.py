@@ -88,3 +88,15 @@ def test_fallback_validator_handles_other_keywords() -> None:
     validate = compile_validator({"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}})
     assert validate({"a": "xy"}) is None
     assert "does not match" in (validate({"a": "yy"}) or "")
+
+
+def test_object_schemas_check_the_type_then_the_fields_at_every_level() -> None:
+    validate = compile_validator({"type": "object", "properties": {
+        "address": {"type": "object", "properties": {"zip": {"type": "string"}}, "required": ["zip"],
+                    "additionalProperties": False}}})
+    assert validate({"address": {"zip": "12345"}}) is None
+    assert validate("x") == "arguments must be object, got string 'x'"
+    assert validate({"address": [1]}) == "argument 'address' must be object, got array [1]"
+    assert "missing required argument" in (validate({"address": {}}) or "")
+    assert "must be string, got integer 5" in (validate({"address": {"zip": 5}}) or "")
+    assert "unexpected argument" in (validate({"address": {"zip": "1", "x": 1}}) or "")

@@ -139,18 +139,21 @@ def parse_action(action: Any, id_prefix: str = "call_", fmt: str | None = None) 
         text = action if isinstance(action, str) else str(action)
         single = _single_call(text, id_prefix) if hermes.NAME in allowed else None
         if single is not None:
-            outside, call = single
-            return {"role": "assistant", "content": outside, "tool_calls": [
-                {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.raw_arguments}}
-            ]}, [call]
-        outside, calls = _text_calls(text, id_prefix, allowed)
+            outside, calls = single[0], [single[1]]
+        else:
+            outside, calls = _text_calls(text, id_prefix, allowed)
+    return assistant_message(text, outside, calls), calls
+
+
+def assistant_message(text: str, outside: str, calls: list[ParsedCall]) -> dict[str, Any]:
+    """The assistant turn for the chat history: the text outside the calls, and the calls in OpenAI form."""
     message: dict[str, Any] = {"role": "assistant", "content": outside if calls else text}
     if calls:
         message["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw_arguments}}
             for c in calls
         ]
-    return message, calls
+    return message
 
 
 def strip_tool_calls(text: str) -> str:

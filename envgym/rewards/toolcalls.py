@@ -33,7 +33,7 @@ class ToolCallMismatchError(ValueError):
     """The records given to `score_tool_calls` do not match the tool calls in the conversation."""
 
 
-@dataclass  # not frozen: the env builds one per call, and a frozen __init__ costs several times more
+@dataclass(slots=True)  # not frozen: the env builds one per call, and a frozen __init__ costs several times more
 class ToolCallRecord:
     """One executed tool call as the env saw it.
 

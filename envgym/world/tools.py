@@ -315,7 +315,8 @@ class ToolExecutor:
             return ToolResult(
                 False, error=f"{name}: service temporarily unavailable, please retry", error_kind=ToolErrorKind.TRANSIENT
             )
-        if faults is not None and rng is not None and (failed := faults.fault(tool, rng)) is not None:
+        if (tool.faults is not None and faults is not None and rng is not None
+                and (failed := faults.fault(tool, rng)) is not None):
             return failed
         if tool.effect is not None:
             result = _run_effect(tool.effect, state, args, self.world)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -181,7 +182,7 @@ def test_records_must_match_the_calls_in_the_messages(retail_messages: list[Mess
     records = records_from(oracle)
     with pytest.raises(ValueError, match="records but"):
         score_tool_calls(records[:-1], oracle)
-    renamed = [records[0].__class__(**{**records[0].__dict__, "name": "get_user_details"}), *records[1:]]
+    renamed = [dataclasses.replace(records[0], name="get_user_details"), *records[1:]]
     with pytest.raises(ValueError, match="record 0 is 'get_user_details'"):
         score_tool_calls(renamed, oracle)
 
