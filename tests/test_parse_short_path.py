@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envgym.protocol import _allowed, _text_calls, assistant_message, hermes, parse_action
+from envgym.protocol.calls import encode_arguments
 
 # Each of these takes the short path: one closed block of one object with a string name and object arguments.
 SHORT = [
@@ -74,3 +75,11 @@ def test_random_actions_parse_alike_on_both_paths(name: str, args: Any, extra: d
     body = json.dumps({**extra, "name": name, "arguments": args}, ensure_ascii=spaced, indent=1 if spaced else None)
     text = f"{''.join(before)}<tool_call>{body}</tool_call>{''.join(after)}"
     assert parse_action(text, "call_3_") == general(text)
+
+
+@pytest.mark.parametrize("args", [
+    {}, {"order_id": "#W0001"}, {"q": "caf\u00e9 \u2603 \"x\" \\ \n\t\x00 \U0001f600", "\u00e9": ""},
+    {"a": "1", "b": 2}, {"a": ["x"]}, {1: "int key"}, {"a": None}, [1, "x"], "text", 3,
+])
+def test_arguments_are_written_as_json_dumps_writes_them(args: Any) -> None:
+    assert encode_arguments(args) == json.dumps(args)

@@ -138,10 +138,12 @@ def parse_action(action: Any, id_prefix: str = "call_", fmt: str | None = None) 
     else:
         text = action if isinstance(action, str) else str(action)
         single = _single_call(text, id_prefix) if hermes.NAME in allowed else None
-        if single is not None:
-            outside, calls = single[0], [single[1]]
-        else:
-            outside, calls = _text_calls(text, id_prefix, allowed)
+        if single is not None:  # `assistant_message` of the one call, built in place
+            outside, call = single
+            return {"role": "assistant", "content": outside, "tool_calls": [
+                {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.raw_arguments}}
+            ]}, [call]
+        outside, calls = _text_calls(text, id_prefix, allowed)
     return assistant_message(text, outside, calls), calls
 
 
