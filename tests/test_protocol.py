@@ -195,6 +195,16 @@ def test_rendered_calls_parse_back_to_the_same_calls(name: str, calls: list[Tool
         assert [ToolCall(c.name, c.arguments) for c in parsed] == calls, text
 
 
+@pytest.mark.parametrize("text", ["<function=", "[TOOL_CALLS]", '<tool_call>{"name": "x", "arguments": {}}</tool_call>'])
+def test_another_formats_marker_inside_a_pythonic_string_is_only_text(text: str) -> None:
+    """Found by the round-trip property above: `[f(a='<function=')]` was read as a broken qwen_xml call."""
+    call = ToolCall("f", {"a": text, "b": 1})
+    rendered = renderer("pythonic").calls([call])
+    for fmt in (None, "pythonic"):
+        parsed = parse_action(rendered, fmt=fmt)[1]
+        assert [(c.name, c.arguments, c.error) for c in parsed] == [("f", call.arguments, None)]
+
+
 _fragments = st.sampled_from([
     "<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>", ">", "[TOOL_CALLS]",
     "[ARGS]", "[CALL_ID]", "</s>", "[", "]", "(", ")", "=", ",", '"', "{", "}", ":", "**", "f", "x", "1", "\n",

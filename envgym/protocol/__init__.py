@@ -58,6 +58,11 @@ def _wrong_format(call_id: str, raw: str, found: str, allowed: frozenset[str]) -
 
 def _text_calls(text: str, id_prefix: str, allowed: frozenset[str]) -> tuple[str, list[ParsedCall]]:
     """(text outside the calls, the calls) for every allowed format present in `text`, in a fixed order."""
+    if pythonic.NAME in allowed and _is_call_list(text):
+        whole: list[ParsedCall] = []
+        pythonic.parse(text, whole, id_prefix)
+        if whole and all(c.error is None for c in whole):  # markers inside its strings are only text
+            return "", whole
     calls: list[ParsedCall] = []
     outside = text
     if mistral.MARKER in outside:
@@ -81,10 +86,16 @@ def _text_calls(text: str, id_prefix: str, allowed: frozenset[str]) -> tuple[str
     return outside.strip(), calls
 
 
+def _is_call_list(text: str) -> bool:
+    """Whether the whole turn has the shape of one pythonic call list (`[name(...), ...]`)."""
+    return text.rstrip().endswith("]") and pythonic.looks_like_calls(text)
+
+
 def _single_call(text: str, id_prefix: str) -> tuple[str, ParsedCall] | None:
     """The one Hermes call of `text` by the short path (`hermes.parse_single`), when no other format's marker is
-    there to read; None sends `text` down the general path (`_text_calls`), which gives the same result."""
-    if mistral.MARKER in text or qwen_xml.FUNCTION in text:
+    there to read and the turn is not shaped as a pythonic call list; None sends `text` down the general path
+    (`_text_calls`), which gives the same result."""
+    if mistral.MARKER in text or qwen_xml.FUNCTION in text or _is_call_list(text):
         return None
     return hermes.parse_single(text, f"{id_prefix}0")
 

@@ -18,56 +18,24 @@ added to a start. The server reads (and unlinks) its token before it answers any
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import gc
-import os
-import socket
+import importlib.util
 import sys
 import types
 from pathlib import Path
 
-# The kernel's queue of connections not yet accepted; the event loop accepts them quickly.
-LISTEN_BACKLOG = 1024
 
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The server's command line (see envgym.sandbox.server)."""
-    p = argparse.ArgumentParser(prog="envgym sandbox server", description="The in-sandbox HTTP server.")
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--socket", help="listen on this Unix socket path")
-    where.add_argument("--port", type=int, help="listen on this TCP port")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--token-file", help="file holding the bearer token (else $ENVGYM_SANDBOX_TOKEN)")
-    p.add_argument("--sandbox-id", default=None)
-    p.add_argument("--workspace", required=True)
-    p.add_argument("--scratch", action="append", default=[], help="directory wiped on reset (repeatable)")
-    p.add_argument("--ttl", type=float, default=None)
-    p.add_argument("--idle", type=float, default=None)
-    p.add_argument("--timeout", type=float, default=60.0, help="default command timeout (s)")
-    p.add_argument("--max-output", type=int, default=1 << 20)
-    p.add_argument("--rlimits", default="{}", help='JSON {"RLIMIT_AS": bytes, ...} applied to commands')
-    p.add_argument("--command-env", default="{}", help="JSON object of environment variables for commands")
-    p.add_argument(
-        "--env-id", default=None, help="serve only this gymnasium environment: no exec, files or archives"
-    )
-    return p.parse_args(argv)
-
-
-def listening_socket(socket_path: str | None = None, host: str = "127.0.0.1", port: int = 0) -> socket.socket:
-    """A socket bound and listening on the Unix socket `socket_path`, or else on TCP (`host`, `port`)."""
-    if socket_path is not None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(socket_path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(socket_path)
-    else:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    sock.listen(LISTEN_BACKLOG)
-    return sock
+def load_listen() -> types.ModuleType:
+    """envgym/sandbox/listen.py loaded by path (it imports only the standard library) and registered under its
+    module name, so the server's own `from envgym.sandbox.listen import ...` finds this copy."""
+    path = Path(__file__).resolve().with_name("listen.py")
+    spec = importlib.util.spec_from_file_location("envgym.sandbox.listen", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules["envgym.sandbox.listen"] = module
+    return module
 
 
 def bare_package() -> None:
@@ -84,8 +52,9 @@ def bare_package() -> None:
 
 
 if __name__ == "__main__":
-    args = parse_args(sys.argv[1:])
-    listening = listening_socket(args.socket, args.host, args.port or 0)
+    listen = load_listen()
+    args = listen.parse_args(sys.argv[1:])
+    listening = listen.listening_socket(args.socket, args.host, args.port or 0)
     bare_package()
     # Imports only allocate; the collector's passes over them were ~5% of the server's import time.
     gc.disable()

@@ -22,8 +22,8 @@ import threading
 from collections.abc import Iterator
 
 from envgym.sandbox.httpd import HttpServer
-from envgym.sandbox.launch import listening_socket, parse_args
 from envgym.sandbox.limits import ENV_SERVER_LIMITS, SANDBOX_LIMITS, ServerLimits
+from envgym.sandbox.listen import listening_socket, parse_args
 from envgym.sandbox.process import ExecDefaults, become_subreaper
 from envgym.sandbox.router import Router
 from envgym.sandbox.server_env import WORLDS_DIR, EnvHost
