@@ -113,6 +113,14 @@ class DomainModel(_Record):
         return [e for e in self.entities if e.owner is not None]
 
 
+class ToolName(_Record):
+    """What a model proposed to name a tool, and why it was rejected ("" when the tool carries it)."""
+
+    procedural: str
+    proposed: str
+    rejected_by: str = ""
+
+
 class ToolRecord(_Record):
     """A synthesized tool: its spec (world format), the operator and mutations that made it, and its checks."""
 
@@ -125,6 +133,7 @@ class ToolRecord(_Record):
     checks: dict[str, bool] = Field(default_factory=dict)
     valid: bool = False
     order: int = 0
+    naming: ToolName | None = Field(None, description="the model's proposed name (runs with a model only)")
 
 
 class TaskRecord(_Record):

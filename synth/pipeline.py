@@ -42,8 +42,8 @@ class SynthConfig(BaseModel):
     domains: int = Field(20, ge=1)
     tasks_per_env: int = Field(24, ge=1)
     max_steps: int = Field(40, ge=4)
-    llm: str | None = Field(None, description="Model spec that rewords tool summaries and task openings; None is fully "
-                                              "procedural.")
+    llm: str | None = Field(None, description="Model spec that names tools, rewords their summaries and rewords task "
+                                              "openings; None is fully procedural.")
 
 
 def index_tools(tools: list[ToolRecord]) -> dict[str, list[tuple[ToolSpec, str, str]]]:
@@ -55,13 +55,15 @@ def index_tools(tools: list[ToolRecord]) -> dict[str, list[tuple[ToolSpec, str, 
 
 
 def unit_tools(domain: DomainModel, seed: int, model: ChatModel | None = None) -> list[dict[str, Any]]:
-    """Derive, mutate and check one domain's tools; with a model, the valid ones get its reworded summaries."""
-    tools = stage_tools(domain, seed)
+    """Derive, mutate and check one domain's tools; with a model, they carry its names where those pass the name
+    filter, and the valid ones get its reworded summaries."""
+    tools = stage_tools(domain, seed, model)
     if model is not None:
         names = [t.spec["name"] for t in tools]
         tools = [described(model, t, domain.entity(t.entity).label, [n for n in names if n != t.spec["name"]])
                  if t.valid else t for t in tools]
-    return [t.model_dump(mode="json") for t in tools]
+    # exclude_none: without a model a record has no `naming`, and its line stays as it was before names existed.
+    return [t.model_dump(mode="json", exclude_none=True) for t in tools]
 
 
 def unit_tasks(domain: DomainModel, tools: list[ToolRecord], config: SynthConfig,
@@ -103,7 +105,20 @@ def summarize(domains: list[DomainModel], tools: list[ToolRecord], tasks: list[T
             "tools": sum(t.valid for t in tools), "tools_rejected": sum(not t.valid for t in tools),
             "distinct_tool_signatures": len({t.signature for t in tools if t.valid}), "environments": envs,
             "tasks_sampled": len(tasks), "tasks": len(kept), "task_shapes": len({t.shape for t in kept}),
-            "tasks_rejected_by": dict(sorted(rejected.items()))}
+            "tasks_rejected_by": dict(sorted(rejected.items())), **name_counts(tools)}
+
+
+def name_counts(tools: list[ToolRecord]) -> dict[str, Any]:
+    """How the model's tool names fared: proposed, kept (renamed, or the same as the procedural name) and rejected by
+    reason (without its detail in parentheses); nothing when no model named the tools."""
+    named = [t.naming for t in tools if t.naming is not None]
+    if not named:
+        return {}
+    kept = [n for n in named if not n.rejected_by]
+    why = Counter(n.rejected_by.split(" (")[0] for n in named if n.rejected_by)
+    return {"tool_names": {"proposed": len(named), "kept": len(kept),
+                           "renamed": sum(n.proposed != n.procedural for n in kept),
+                           "rejected": len(named) - len(kept), "rejected_by": dict(sorted(why.items()))}}
 
 
 def run_pipeline(config: SynthConfig, out: str | Path, advance: Advance | None = None,

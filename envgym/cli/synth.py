@@ -267,7 +267,8 @@ def register(sub: Any) -> None:
     p.add_argument("--tasks-per-env", type=int, default=24)
     p.add_argument("--workers", type=int, default=1, help="processes for the tools and tasks stages")
     p.add_argument("--llm", choices=["local", "openai"], default=None,
-                   help="let a model reword tool summaries and task openings, behind quality filters (default: procedural)")
+                   help="let a model name tools and reword tool summaries and task openings, behind quality filters "
+                        "(default: procedural)")
     p.add_argument("--llm-mode", choices=["auto", "record", "replay"], default="auto",
                    help="record/replay cache mode; replay never calls the model")
     _llm_options(p)

@@ -11,6 +11,7 @@ from synth.mutations import mutate, signature
 from synth.operators import derive, unique_name
 from synth.quality import tool_summary_problem
 from synth.seeds import item_rng
+from synth.stages.naming import propose_names
 from synth.stages.toolcheck import validate_tools
 from synth.stages.worlds import domain_entities
 
@@ -19,8 +20,9 @@ def tool_world(domain: DomainModel, tools: list[ToolSpec]) -> WorldSpec:
     return WorldSpec(name=domain.name, seed=domain.seed, entities=domain_entities(domain), tools=tools)
 
 
-def stage_tools(domain: DomainModel, master_seed: int) -> list[ToolRecord]:
-    """Every derived and mutated tool of one domain, each with its checks; `valid` when all passed."""
+def stage_tools(domain: DomainModel, master_seed: int, model: ChatModel | None = None) -> list[ToolRecord]:
+    """Every derived and mutated tool of one domain, each with its checks; `valid` when all passed. With a model,
+    each tool carries the name the model proposed where it passed the name filter (synth.stages.naming)."""
     rng = item_rng(master_seed, "tools", domain.name)
     made = []
     taken: set[str] = set()
@@ -30,12 +32,17 @@ def stage_tools(domain: DomainModel, master_seed: int) -> list[ToolRecord]:
         taken.add(name)
         tool.spec = tool.spec.model_copy(update={"name": name})
         made.append(tool)
+    names = propose_names(model, domain, made) if model is not None else [None] * len(made)
+    for m, n in zip(made, names, strict=True):
+        if n is not None and not n.rejected_by:
+            m.spec = m.spec.model_copy(update={"name": n.proposed})
     world = tool_world(domain, [m.spec for m in made])
     state: WorldState = generate_state(world)
     checks = validate_tools(world, state)
     return [ToolRecord(domain=domain.name, spec=m.spec.model_dump(mode="json", exclude_defaults=True),
                        operator=m.operator, mutations=m.mutations, entity=m.entity, signature=signature(m.spec),
-                       checks=checks[m.spec.name], valid=all(checks[m.spec.name].values()), order=i)
+                       checks=checks[m.spec.name], valid=all(checks[m.spec.name].values()), order=i,
+                       naming=names[i])
             for i, m in enumerate(made)]
 
 
