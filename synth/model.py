@@ -118,6 +118,7 @@ class ToolName(_Record):
 
     procedural: str
     proposed: str
+    reply: str = Field(description="the model's reply the name was read from")
     rejected_by: str = ""
 
 

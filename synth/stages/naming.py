@@ -5,6 +5,8 @@ file only ever see the final name."""
 
 from __future__ import annotations
 
+import re
+
 from envgym.llm import ChatModel
 from envgym.world.spec import ToolSpec
 from synth.model import DomainModel, ToolName
@@ -39,14 +41,22 @@ def own_verbs(domain: DomainModel, made: Made) -> tuple[str, ...]:
     return tuple(t.verb for t in domain.entity(made.entity).workflow if made.spec.name.startswith(t.verb + "_"))
 
 
-def naming_prompt(domain: DomainModel, spec: ToolSpec, entity: str) -> str:
-    """What the model is asked: the tool's purpose (the first sentence of its description), its records, whether it
-    writes, its arguments; not its procedural name, which a model would copy."""
-    kind = "only reads records" if spec.read_only else "changes records"
-    return ("Name this API tool. Reply with the name only, in lowercase snake_case: a verb first, then the records "
-            f"it works on.\n\nWhat it does: {spec.description.partition('. ')[0].rstrip('.')}.\nRecords: "
-            f"{domain.entity(entity).label}\nIt {kind}.\nArguments: "
-            f"{', '.join(spec.parameters.get('properties', {})) or 'none'}")
+def naming_prompt(spec: ToolSpec) -> str:
+    """What the model is asked: a function name for the tool's purpose (the first sentence of its description), not
+    its procedural name, which a model would copy. Asked for a Python function name because SmolLM2-135M then
+    answers with an identifier; asked for a "snake_case name" it echoed the request's own words."""
+    return (f"Write the Python function name for this API call: {spec.description.partition('. ')[0].rstrip('.')}. "
+            "Reply with the function name only.")
+
+
+# A model asked for a function name often answers with the function's first line, fenced or not.
+DEF_LINE = re.compile(r"^\s*(?:```[a-z]*\s*)?def\s+([^\s(]+)\s*\(")
+
+
+def proposed_name(reply: str) -> str:
+    """The name a reply proposes: the name a `def` line defines, else the reply without quotes around it."""
+    found = DEF_LINE.match(reply)
+    return found.group(1) if found else reply.strip().strip("`'\"").strip()
 
 
 def propose_names(model: ChatModel, domain: DomainModel, made: list[Made]) -> list[ToolName]:
@@ -56,11 +66,12 @@ def propose_names(model: ChatModel, domain: DomainModel, made: list[Made]) -> li
     settled: list[str] = []
     out = []
     for i, m in enumerate(made):
-        reply = model.chat([{"role": "user", "content": naming_prompt(domain, m.spec, m.entity)}], max_tokens=16, temperature=0.0,
+        reply = model.chat([{"role": "user", "content": naming_prompt(m.spec)}], max_tokens=16, temperature=0.0,
                            seed=0).text
-        proposed = reply.strip().strip("`'\"").strip()
+        proposed = proposed_name(reply)
         taken = {*settled, *(n.spec.name for n in made[i + 1:])}
         why = tool_name_problem(proposed, tool_kind(m), own_entities(domain, m), forms, taken, own_verbs(domain, m))
-        out.append(ToolName(procedural=m.spec.name, proposed=proposed[:MAX_KEPT_REPLY], rejected_by=why or ""))
+        out.append(ToolName(procedural=m.spec.name, proposed=proposed[:MAX_KEPT_REPLY], reply=reply[:MAX_KEPT_REPLY],
+                            rejected_by=why or ""))
         settled.append(m.spec.name if why else proposed)
     return out

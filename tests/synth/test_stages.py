@@ -166,7 +166,7 @@ def test_llm_paraphrases_and_tool_summaries_replay_offline_byte_for_byte(tmp_pat
 
     def reply(messages: list[dict[str, str]], tools: object) -> str:
         prompt = messages[-1]["content"]
-        if prompt.startswith("Name this API tool"):
+        if prompt.startswith("Write the Python function name"):
             return ""  # names are tests/synth/test_tool_names.py's; here every tool keeps its procedural one
         if "Sentence: " not in prompt:
             return "Hello there. " + prompt.split("Message: ", 1)[1]

@@ -20,7 +20,15 @@ from synth.pipeline import SynthConfig, run_pipeline
 from synth.quality import tool_name_problem
 from synth.seeds import item_rng
 from synth.stages.domains import select_domains
-from synth.stages.naming import WRITE_KINDS, entity_forms, naming_prompt, own_entities, own_verbs, tool_kind
+from synth.stages.naming import (
+    WRITE_KINDS,
+    entity_forms,
+    naming_prompt,
+    own_entities,
+    own_verbs,
+    proposed_name,
+    tool_kind,
+)
 from synth.stages.tools import stage_tools
 from synth.stages.verify import CONTROLS, verify_tasks
 from synth.taxonomy import builtin_taxonomy
@@ -60,6 +68,17 @@ def test_a_proposed_tool_name_must_keep_its_kind_its_records_and_be_free(name: s
     assert tool_name_problem(name, kind, {"visit"}, FORMS, TAKEN, ("reschedule",)) == problem
 
 
+@pytest.mark.parametrize(("reply", "name"), [
+    ("fetch_visit", "fetch_visit"),
+    (" `fetch_visit`\n", "fetch_visit"),
+    ("```python\ndef fetch_visit(visit_id):", "fetch_visit"),
+    ("def fetchVisit(id):", "fetchVisit"),
+    ("The function is:\n\n```python", "The function is:\n\n```python"),
+])
+def test_a_reply_proposes_the_name_a_def_line_defines_or_itself(reply: str, name: str) -> None:
+    assert proposed_name(reply) == name
+
+
 def test_every_procedural_name_passes_the_name_filter() -> None:
     # The filter's verbs and entity rules describe what the operators already do: a model name that reads like the
     # procedural ones passes, so rejections measure the model, not a vocabulary gap.
@@ -95,7 +114,7 @@ def test_model_names_carry_through_the_env_which_still_verifies_and_bad_names_fa
     plan = {i: f"{t.spec['name']}_v2" for i, t in enumerate(procedural)}
     plan[first_write] = f"fetch_{procedural[first_write].entity}"
     plan[taken], plan[garbled] = procedural[-1].spec["name"], "Look Up Records"
-    by_prompt = {naming_prompt(domain, ToolSpec.model_validate(t.spec), t.entity): plan[i]
+    by_prompt = {naming_prompt(ToolSpec.model_validate(t.spec)): plan[i]
                  for i, t in enumerate(procedural)}
     assert len(by_prompt) == len(procedural)
 
