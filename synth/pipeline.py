@@ -22,6 +22,7 @@ from synth.materialize import write_env
 from synth.model import DomainModel, TaskRecord, ToolRecord
 from synth.seeds import canonical_json
 from synth.stages.domains import select_domains
+from synth.stages.naming import name_counts
 from synth.stages.tasks import paraphrased, stage_tasks
 from synth.stages.tools import described, stage_tools
 from synth.stages.verify import rejected_by, verify_tasks
@@ -105,20 +106,7 @@ def summarize(domains: list[DomainModel], tools: list[ToolRecord], tasks: list[T
             "tools": sum(t.valid for t in tools), "tools_rejected": sum(not t.valid for t in tools),
             "distinct_tool_signatures": len({t.signature for t in tools if t.valid}), "environments": envs,
             "tasks_sampled": len(tasks), "tasks": len(kept), "task_shapes": len({t.shape for t in kept}),
-            "tasks_rejected_by": dict(sorted(rejected.items())), **name_counts(tools)}
-
-
-def name_counts(tools: list[ToolRecord]) -> dict[str, Any]:
-    """How the model's tool names fared: proposed, kept (renamed, or the same as the procedural name) and rejected by
-    reason (without its detail in parentheses); nothing when no model named the tools."""
-    named = [t.naming for t in tools if t.naming is not None]
-    if not named:
-        return {}
-    kept = [n for n in named if not n.rejected_by]
-    why = Counter(n.rejected_by.split(" (")[0] for n in named if n.rejected_by)
-    return {"tool_names": {"proposed": len(named), "kept": len(kept),
-                           "renamed": sum(n.proposed != n.procedural for n in kept),
-                           "rejected": len(named) - len(kept), "rejected_by": dict(sorted(why.items()))}}
+            "tasks_rejected_by": dict(sorted(rejected.items())), **({"tool_names": names} if (names := name_counts(tools)) else {})}
 
 
 def run_pipeline(config: SynthConfig, out: str | Path, advance: Advance | None = None,

@@ -15,8 +15,10 @@ from typing import Any
 
 from envgym.registry import env_dirs
 from envgym.world.files import load_tasks, load_world
+from synth.model import ToolRecord
 from synth.mutations import signature
 from synth.phrasing import mask
+from synth.stages.naming import name_counts
 
 
 def near_duplicate_rate(texts: list[str]) -> float:
@@ -33,6 +35,15 @@ def _rejections(root: Path) -> dict[str, int]:
             counts.update(record.get("rejected_by", []))
             counts["sampled"] += 1
     return dict(sorted(counts.items()))
+
+
+def _tool_names(root: Path) -> dict[str, Any] | None:
+    """How the model's tool names fared in the run that made `root` (None for a procedural run)."""
+    path = root / "_synth" / "tools.jsonl"
+    if not path.exists():
+        return None
+    return name_counts([ToolRecord.model_validate({k: v for k, v in json.loads(line).items() if k not in ("id", "unit")})
+                        for line in path.read_text().splitlines()])
 
 
 def curve_marks(n: int) -> list[int]:
@@ -111,6 +122,7 @@ def collect_stats(root: str | Path) -> dict[str, Any]:
         "tasks_by_kind": dict(sorted(kinds.items())),
         "tasks_by_source": {"procedural": sources["procedural"], "mcp": sources["mcp"]},
         "judge_kept": None if judge is None else judge["kept"], "judge": judge, "tasks_rejected_by": _rejections(root),
+        "tool_names": _tool_names(root),
         "tool_calls_per_task": {str(k): v for k, v in sorted(lengths.items())},
         "mean_tool_calls": round(sum(k * v for k, v in lengths.items()) / total, 3) if total else 0.0,
         "environments_by_category": dict(sorted(categories.items())),

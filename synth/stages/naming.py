@@ -6,10 +6,12 @@ file only ever see the final name."""
 from __future__ import annotations
 
 import re
+from collections import Counter
+from typing import Any
 
 from envgym.llm import ChatModel
 from envgym.world.spec import ToolSpec
-from synth.model import DomainModel, ToolName
+from synth.model import DomainModel, ToolName, ToolRecord
 from synth.operators import Made
 from synth.quality import entities_named, tool_name_problem
 
@@ -75,3 +77,16 @@ def propose_names(model: ChatModel, domain: DomainModel, made: list[Made]) -> li
                             rejected_by=why or ""))
         settled.append(m.spec.name if why else proposed)
     return out
+
+
+def name_counts(tools: list[ToolRecord]) -> dict[str, Any] | None:
+    """How the model's tool names fared: proposed, kept (renamed, or the same as the procedural name) and rejected by
+    reason (without its detail in parentheses); None when no model named the tools."""
+    named = [t.naming for t in tools if t.naming is not None]
+    if not named:
+        return None
+    kept = [n for n in named if not n.rejected_by]
+    why = Counter(n.rejected_by.split(" (")[0] for n in named if n.rejected_by)
+    return {"proposed": len(named), "kept": len(kept), "renamed": sum(n.proposed != n.procedural for n in kept),
+            "rejected": len(named) - len(kept), "rejected_by": dict(sorted(why.items()))}
+

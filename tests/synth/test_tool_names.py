@@ -31,6 +31,7 @@ from synth.stages.naming import (
 )
 from synth.stages.tools import stage_tools
 from synth.stages.verify import CONTROLS, verify_tasks
+from synth.stats import collect_stats
 from synth.taxonomy import builtin_taxonomy
 
 FORMS = {"visit": "visit", "visits": "visit", "patient": "patient", "patients": "patient",
@@ -129,6 +130,7 @@ def test_model_names_carry_through_the_env_which_still_verifies_and_bad_names_fa
         "proposed": n, "kept": n - 3, "renamed": n - 3, "rejected": 3,
         "rejected_by": dict(sorted({"another tool's name": 1, "not a snake_case identifier": 1,
                                     f"a {kind} tool named like a read": 1}.items()))}
+    assert collect_stats(tmp_path / "rec")["tool_names"] == summary["tool_names"]
     records = [json.loads(line) for line in (tmp_path / "rec" / "_synth" / "tools.jsonl").read_text().splitlines()]
     final = {r["naming"]["procedural"]: r["spec"]["name"] for r in records}
     for i, t in enumerate(procedural):
