@@ -73,8 +73,8 @@ MAX_NAME_CHARS = 64  # ToolSpec's bound, and OpenAI's on function names
 SNAKE_CASE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 # Names the agent-facing machinery claims: TRL's environment hooks, the user tool, the malformed-call observation.
 RESERVED_TOOL_NAMES = frozenset({*RESERVED, USER_TOOL, INVALID_CALL_NAME})
-# Leading verbs by meaning. A status change ("transition") is named by its own workflow verb (passed per tool) or
-# "mark"; the generic update verbs would hide which status it sets.
+# Leading verbs by meaning. A status change ("transition") is named by its own workflow verb (passed per tool) or by
+# "mark" with the status it sets; the generic update verbs would hide which status that is.
 VERBS: dict[str, frozenset[str]] = {
     "read": frozenset({"get", "fetch", "find", "search", "list", "lookup", "look_up", "browse", "show", "view",
                        "query", "read", "retrieve", "count", "total", "sum", "compute", "calculate", "lowest",
@@ -93,6 +93,11 @@ def _leading_verb(name: str, verbs: set[str]) -> str | None:
     return max(found, key=len) if found else None
 
 
+def _has_words(name: str, phrase: str) -> bool:
+    words, want = name.split("_"), phrase.replace(" ", "_").split("_")
+    return any(words[i:i + len(want)] == want for i in range(len(words)))
+
+
 def entities_named(name: str, forms: dict[str, str]) -> list[str]:
     """The entities whose name or plural (`forms`: form -> entity) appear in `name` as whole words, longest first at
     each word: "order_items_of_order" names order_item, then order."""
@@ -109,11 +114,11 @@ def entities_named(name: str, forms: dict[str, str]) -> list[str]:
 
 
 def tool_name_problem(reply: str, kind: str, own: set[str], forms: dict[str, str], taken: set[str],
-                      verbs: tuple[str, ...] = ()) -> str | None:
+                      verbs: tuple[str, ...] = (), status: str = "") -> str | None:
     """Why `reply`, a model's name for a tool of meaning `kind` (read, create, update, delete, transition) over the
     entities `own`, cannot replace the procedural name; None when it can. `forms` maps every entity name and plural of
     the domain to its entity; `taken` holds the names other tools have or may fall back to; `verbs` are the tool's
-    own verbs beside its kind's (a transition's workflow verb)."""
+    own verbs beside its kind's (a transition's workflow verb), `status` the status a transition sets."""
     name = reply.strip()
     if not name:
         return "empty"
@@ -135,7 +140,10 @@ def tool_name_problem(reply: str, kind: str, own: set[str], forms: dict[str, str
     if verb not in allowed:
         other = next(k for k, vs in VERBS.items() if verb in vs)
         return f"another {kind}'s verb ({verb})" if other == kind else f"{a(kind)} tool named like {a(other)} ({verb})"
-    named = entities_named(name[len(verb):].lstrip("_"), forms)
+    rest = name[len(verb):].lstrip("_")
+    if verb == "mark" and not any(_has_words(rest, w) for w in (status, *verbs) if w):
+        return f"marks without the status it sets ({status})"
+    named = entities_named(rest, forms)
     foreign = [e for e in named if e not in own]
     if foreign:
         return f"names another entity ({foreign[0]})"

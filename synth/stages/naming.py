@@ -43,6 +43,12 @@ def own_verbs(domain: DomainModel, made: Made) -> tuple[str, ...]:
     return tuple(t.verb for t in domain.entity(made.entity).workflow if made.spec.name.startswith(t.verb + "_"))
 
 
+def target_status(made: Made) -> str:
+    """The status a status change sets ("" for other tools)."""
+    effect = made.spec.effect
+    return str(effect.set.get("status", "")) if effect is not None and tool_kind(made) == "transition" else ""
+
+
 def naming_prompt(spec: ToolSpec) -> str:
     """What the model is asked: a function name for the tool's purpose (the first sentence of its description), not
     its procedural name, which a model would copy. Asked for a Python function name because SmolLM2-135M then
@@ -68,11 +74,12 @@ def propose_names(model: ChatModel, domain: DomainModel, made: list[Made]) -> li
     settled: list[str] = []
     out = []
     for i, m in enumerate(made):
-        reply = model.chat([{"role": "user", "content": naming_prompt(m.spec)}], max_tokens=16, temperature=0.0,
+        reply = model.chat([{"role": "user", "content": naming_prompt(m.spec)}], max_tokens=24, temperature=0.0,
                            seed=0).text
         proposed = proposed_name(reply)
         taken = {*settled, *(n.spec.name for n in made[i + 1:])}
-        why = tool_name_problem(proposed, tool_kind(m), own_entities(domain, m), forms, taken, own_verbs(domain, m))
+        why = tool_name_problem(proposed, tool_kind(m), own_entities(domain, m), forms, taken, own_verbs(domain, m),
+                                target_status(m))
         out.append(ToolName(procedural=m.spec.name, proposed=proposed[:MAX_KEPT_REPLY], reply=reply[:MAX_KEPT_REPLY],
                             rejected_by=why or ""))
         settled.append(m.spec.name if why else proposed)

@@ -27,6 +27,7 @@ from synth.stages.naming import (
     own_entities,
     own_verbs,
     proposed_name,
+    target_status,
     tool_kind,
 )
 from synth.stages.tools import stage_tools
@@ -45,6 +46,8 @@ TAKEN = {"get_visit", "list_visits"}
     ("book_visit", "create", None),
     ("reschedule_visit", "transition", None),
     ("mark_visit_done", "transition", None),
+    ("mark_visit_rescheduled", "transition", "marks without the status it sets (done)"),
+    ("mark_visit", "transition", "marks without the status it sets (done)"),
     ("", "read", "empty"),
     ("fetch_visit\nfetch_visits", "read", "several lines"),
     ("Fetch Visit", "read", "not a snake_case identifier"),
@@ -66,7 +69,8 @@ TAKEN = {"get_visit", "list_visits"}
 ])
 def test_a_proposed_tool_name_must_keep_its_kind_its_records_and_be_free(name: str, kind: str,
                                                                          problem: str | None) -> None:
-    assert tool_name_problem(name, kind, {"visit"}, FORMS, TAKEN, ("reschedule",)) == problem
+    status = "done" if kind == "transition" else ""
+    assert tool_name_problem(name, kind, {"visit"}, FORMS, TAKEN, ("reschedule",), status) == problem
 
 
 @pytest.mark.parametrize(("reply", "name"), [
@@ -93,7 +97,7 @@ def test_every_procedural_name_passes_the_name_filter() -> None:
             made.append(tool)
         for m in made:
             assert tool_name_problem(m.spec.name, tool_kind(m), own_entities(domain, m), entity_forms(domain),
-                                     taken - {m.spec.name}, own_verbs(domain, m)) is None, (domain.name, m.spec.name)
+                                     taken - {m.spec.name}, own_verbs(domain, m), target_status(m)) is None, (domain.name, m.spec.name)
             checked += 1
     assert checked > 100
 
