@@ -100,3 +100,18 @@ def test_object_schemas_check_the_type_then_the_fields_at_every_level() -> None:
     assert "missing required argument" in (validate({"address": {}}) or "")
     assert "must be string, got integer 5" in (validate({"address": {"zip": 5}}) or "")
     assert "unexpected argument" in (validate({"address": {"zip": "1", "x": 1}}) or "")
+
+
+def test_nested_argument_errors_name_the_path_once() -> None:
+    """A nested argument is named by its path ('address.zip'), not by its parent's label wrapped again."""
+    validate = compile_validator({"type": "object", "properties": {
+        "address": {"type": "object", "properties": {"zip": {"type": "string"}}, "required": ["zip"],
+                    "additionalProperties": False},
+        "stops": {"type": "array", "items": {"type": "object", "properties": {"zip": {"type": "string"}},
+                                             "required": ["zip"]}}}})
+    assert validate({"address": {}}) == "missing required argument 'address.zip'"
+    assert validate({"address": {"zip": 5}}) == "argument 'address.zip' must be string, got integer 5"
+    assert validate({"address": {"zip": "1", "x": 1}}) == "unexpected argument 'address.x'; allowed: ['zip']"
+    assert validate({"stops": [{"zip": "1"}, {}]}) == "missing required argument 'stops[1].zip'"
+    assert validate({"stops": [{"zip": 2}]}) == "argument 'stops[0].zip' must be string, got integer 2"
+    assert validate({"stops": [1]}) == "argument 'stops[0]' must be object, got integer 1"

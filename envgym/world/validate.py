@@ -159,7 +159,7 @@ def _compile(schema: dict[str, Any]) -> Check:
             if not isinstance(value, dict):
                 return None
             top = where == "arguments"
-            prefix = "" if top else f"{where}."
+            prefix = "" if top else f"{_path(where)}."
             for name in required:
                 if name not in value:
                     return f"missing required argument '{prefix}{name}'"
@@ -182,8 +182,9 @@ def _compile(schema: dict[str, Any]) -> Check:
         def check_items(value: Any, where: str) -> str | None:
             if not isinstance(value, list):
                 return None
+            base = "arguments" if where == "arguments" else f"argument '{_path(where)}"
             for i, item in enumerate(value):
-                err = item_check(item, f"{where}[{i}]")
+                err = item_check(item, f"{base}[{i}]'" if where != "arguments" else f"{base}[{i}]")
                 if err:
                     return err
             return None
@@ -211,6 +212,11 @@ def _compile(schema: dict[str, Any]) -> Check:
         return None
 
     return check_all
+
+
+def _path(where: str) -> str:
+    """The argument path inside a label: "argument 'a.b'" -> "a.b" (labels quote the whole path once)."""
+    return where[len("argument '") : -1] if where.startswith("argument '") and where.endswith("'") else where
 
 
 def _length_check(key: str, sized: type, bound: int, is_min: bool) -> Check:
