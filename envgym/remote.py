@@ -21,6 +21,7 @@ import json
 from typing import TYPE_CHECKING, Any, Protocol
 
 import gymnasium as gym
+from pydantic_core import from_json
 
 from envgym.sandbox.aclient import AsyncSandboxClient
 from envgym.sandbox.errors import SandboxError, SandboxUnavailableError
@@ -46,6 +47,42 @@ def read_token(path: str) -> str:
     if not token:
         raise RemoteEnvError(f"token_file {path}: the file is empty")
     return token
+
+
+def decode_reset(raw: bytes) -> tuple[Any, dict[str, Any]]:
+    """(observation, info) of an `EnvResetResult` body."""
+    data = _plain(raw, 2)
+    if data is not None and type(data.get("info")) is dict and "observation" in data:
+        return data["observation"], data["info"]
+    result = EnvResetResult.model_validate_json(raw)
+    return result.observation, result.info
+
+
+def decode_step(raw: bytes) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    """(observation, reward, terminated, truncated, info) of an `EnvStepResult` body."""
+    data = _plain(raw, 5)
+    if (
+        data is not None
+        and type(data.get("reward")) is float
+        and type(data.get("terminated")) is bool
+        and type(data.get("truncated")) is bool
+        and type(data.get("info")) is dict
+        and "observation" in data
+    ):
+        return data["observation"], data["reward"], data["terminated"], data["truncated"], data["info"]
+    result = EnvStepResult.model_validate_json(raw)
+    return result.observation, result.reward, result.terminated, result.truncated, result.info
+
+
+def _plain(raw: bytes, fields: int) -> dict[str, Any] | None:
+    """The body as parsed JSON when it is an object of `fields` keys; the callers check the types themselves, and
+    anything else (non-finite rewards sent as strings, a malformed body) takes the model's path, which converts what
+    it may and names what is wrong. Validating every step through the model cost as much CPU as a retail step."""
+    try:
+        data = from_json(raw)
+    except ValueError:
+        return None
+    return data if type(data) is dict and len(data) == fields else None
 
 
 class _Transport(Protocol):
@@ -138,17 +175,10 @@ class RemoteEnv(gym.Env[Any, Any]):
     ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         body = {"seed": seed, "options": options}
-        result = EnvResetResult.model_validate_json(
-            self._call("reset", f"/v1/env/sessions/{self.session_id}/reset", body)
-        )
-        return result.observation, result.info
+        return decode_reset(self._call("reset", f"/v1/env/sessions/{self.session_id}/reset", body))
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        body = {"action": action}
-        result = EnvStepResult.model_validate_json(
-            self._call("step", f"/v1/env/sessions/{self.session_id}/step", body)
-        )
-        return result.observation, result.reward, result.terminated, result.truncated, result.info
+        return decode_step(self._call("step", f"/v1/env/sessions/{self.session_id}/step", {"action": action}))
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -156,15 +186,11 @@ class RemoteEnv(gym.Env[Any, Any]):
         """`reset` over asyncio HTTP: the event loop runs other work while the server answers."""
         super().reset(seed=seed)
         body = {"seed": seed, "options": options}
-        raw = await self._acall("reset", f"/v1/env/sessions/{self.session_id}/reset", body)
-        result = EnvResetResult.model_validate_json(raw)
-        return result.observation, result.info
+        return decode_reset(await self._acall("reset", f"/v1/env/sessions/{self.session_id}/reset", body))
 
     async def astep(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """`step` over asyncio HTTP: the event loop runs other work while the server answers."""
-        raw = await self._acall("step", f"/v1/env/sessions/{self.session_id}/step", {"action": action})
-        result = EnvStepResult.model_validate_json(raw)
-        return result.observation, result.reward, result.terminated, result.truncated, result.info
+        return decode_step(await self._acall("step", f"/v1/env/sessions/{self.session_id}/step", {"action": action}))
 
     async def aclose(self) -> None:
         """`close` from an event loop: ends the session without blocking the loop."""

@@ -73,6 +73,7 @@ class Route:
     public: bool = False  # answered without a token (readiness probes)
     inline: bool = False  # cheap: answered on the event loop
     stream: bool = False  # a streamed response, never replayed
+    inline_when: Callable[[re.Match[str]], bool] | None = None  # answered on the event loop when this says so
 
 
 @dataclass
@@ -86,7 +87,8 @@ class _Call:
 
     @property
     def inline(self) -> bool:
-        return self.route.inline
+        when = self.route.inline_when
+        return self.route.inline or (when is not None and when(self.match))
 
     def run(self, body: bytes) -> Response | Iterator[bytes]:
         head, route = self.head, self.route
@@ -125,8 +127,11 @@ class Router:
         self._expected = f"Bearer {token}".encode() if token is not None else None
         s = service
 
-        def route(method: str, pattern: str, handler: Handler, feature: str | None, **flags: bool) -> Route:
+        def route(method: str, pattern: str, handler: Handler, feature: str | None, **flags: Any) -> Route:
             return Route(method, re.compile(pattern), handler, feature, **flags)
+
+        def quick_env(match: re.Match[str]) -> bool:
+            return self._env().runs_inline(match.group(1))
 
         every = [
             route("GET", r"/v1/health", lambda r: _json(s.health()), None, public=True, inline=True),
@@ -142,8 +147,8 @@ class Router:
             route("PUT", r"/v1/archive", self._archive_put, "archive"),
             route("POST", r"/v1/shutdown", self._shutdown, "shutdown"),
             route("POST", r"/v1/env/sessions", lambda r: _json(self._env().create(r.model(EnvCreate))), "env"),
-            route("POST", r"/v1/env/sessions/(\w+)/reset", self._env_reset, "env"),
-            route("POST", r"/v1/env/sessions/(\w+)/step", self._env_step, "env"),
+            route("POST", r"/v1/env/sessions/(\w+)/reset", self._env_reset, "env", inline_when=quick_env),
+            route("POST", r"/v1/env/sessions/(\w+)/step", self._env_step, "env", inline_when=quick_env),
             route("DELETE", r"/v1/env/sessions/(\w+)", self._env_close, "env"),
         ]
         offered = set(service.features())

@@ -1,5 +1,10 @@
 """Hosting gymnasium environments behind the sandbox server: many sessions, idle ones reaped.
 
+Resets and steps run on the server's event loop (`runs_inline`): a handler thread would cost more CPU in hand-offs
+than a quick step itself, and one process steps one environment at a time anyway (the GIL). An environment whose
+call is seen waiting (the thread slept, for I/O, a model or a sleep, longer than `WAIT_LIMIT_S`) is moved to the
+handler threads for good, so it holds up the other sessions once at most.
+
 gymnasium and numpy are imported on the first session, not with this module: a sandbox server that never hosts an
 environment must start without them (they are most of a cold start's import time).
 """
@@ -7,14 +12,16 @@ environment must start without them (they are most of a cold start's import time
 from __future__ import annotations
 
 import os
+import resource
 import secrets
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic_core import PydanticSerializationError
+from pydantic_core import PydanticSerializationError, to_json
 
 from envgym.sandbox.errors import EnvHostError, InvalidRequestError, NotFoundError
 from envgym.sandbox.wire import EnvCreate, EnvResetResult, EnvSessionInfo, EnvStepResult
@@ -24,6 +31,9 @@ if TYPE_CHECKING:
 
 # Where a sandbox's uploaded environment folders live, under its workspace (see EnvHost.worlds_dir).
 WORLDS_DIR = ".envgym-worlds"
+# A reset or step that slept longer than this (wall time less the thread's CPU time, with a voluntary context
+# switch: preemption alone is not a wait) marks its environment as one that waits.
+WAIT_LIMIT_S = 0.005
 
 
 def jsonable(value: Any) -> Any:
@@ -46,13 +56,15 @@ def jsonable(value: Any) -> Any:
 
 
 def encode_result(cls: type[EnvResetResult] | type[EnvStepResult], **fields: Any) -> bytes:
-    """The JSON body of `cls(**fields)`, written by pydantic's serializer from the values as they are; only when one
-    of them is not plain JSON (numpy) are they converted by `jsonable` first. Walking every value in Python on
-    every step (the old way) cost as much as retail's whole step."""
+    """The JSON body of `cls(**fields)`, written by pydantic's serializer from the values as they are (non-finite
+    floats as strings, like the model's own config); only when one of them is not plain JSON (numpy) are they
+    converted by `jsonable` first. Walking every value in Python on every step (an old way) cost as much as
+    retail's whole step, and building the model to dump it cost more than writing the dict."""
+    assert fields.keys() == cls.model_fields.keys(), f"{cls.__name__} fields: {sorted(fields)}"
     try:
-        return cls.model_construct(**fields).model_dump_json().encode()
+        return to_json(fields, inf_nan_mode="strings")
     except PydanticSerializationError:
-        return cls.model_construct(**{k: jsonable(v) for k, v in fields.items()}).model_dump_json().encode()
+        return to_json({k: jsonable(v) for k, v in fields.items()}, inf_nan_mode="strings")
 
 
 class EnvSessions(Protocol):
@@ -61,6 +73,7 @@ class EnvSessions(Protocol):
     `reset` and `step` return the response body: the JSON of an `EnvResetResult` / `EnvStepResult`."""
 
     def create(self, req: EnvCreate) -> EnvSessionInfo: ...
+    def runs_inline(self, session_id: str) -> bool: ...
     def reset(self, session_id: str, seed: int | None, options: dict[str, Any] | None) -> bytes: ...
     def step(self, session_id: str, action: Any) -> bytes: ...
     def close(self, session_id: str) -> None: ...
@@ -102,6 +115,13 @@ class EnvHost:
         self._sessions: dict[str, _EnvSession] = {}
         self._creating = 0
         self._imported = False
+        self._waiting: set[str] = set()  # env ids seen waiting: their calls run on handler threads
+
+    def runs_inline(self, session_id: str) -> bool:
+        """Whether the session's resets and steps may run on the event loop: its environment was never seen waiting.
+        (An unknown id: yes, its NotFoundError is quick.)"""
+        session = self._sessions.get(session_id)
+        return session is None or session.env_id not in self._waiting
 
     def create(self, req: EnvCreate) -> EnvSessionInfo:
         env_id = req.env_id or self.env_id
@@ -172,20 +192,12 @@ class EnvHost:
 
     def reset(self, session_id: str, seed: int | None, options: dict[str, Any] | None) -> bytes:
         session = self._get(session_id)
-        with session.lock:
-            try:
-                obs, info = session.env.reset(seed=seed, options=options)
-            except Exception as exc:
-                raise EnvHostError(f"{session.env_id}.reset: {type(exc).__name__}: {exc}") from exc
+        obs, info = self._watched(session, "reset", lambda: session.env.reset(seed=seed, options=options))
         return encode_result(EnvResetResult, observation=obs, info=info)
 
     def step(self, session_id: str, action: Any) -> bytes:
         session = self._get(session_id)
-        with session.lock:
-            try:
-                obs, reward, terminated, truncated, info = session.env.step(action)
-            except Exception as exc:
-                raise EnvHostError(f"{session.env_id}.step: {type(exc).__name__}: {exc}") from exc
+        obs, reward, terminated, truncated, info = self._watched(session, "step", lambda: session.env.step(action))
         return encode_result(
             EnvStepResult,
             observation=obs,
@@ -194,6 +206,34 @@ class EnvHost:
             truncated=bool(truncated),
             info=info,
         )
+
+    def _watched(self, session: _EnvSession, what: str, call: Callable[[], Any]) -> Any:
+        """`call()` under the session's lock; marks the environment as waiting when it slept (see WAIT_LIMIT_S)."""
+        watch = session.env_id not in self._waiting
+        if watch:
+            before, started = resource.getrusage(resource.RUSAGE_THREAD), time.perf_counter()
+        with session.lock:
+            try:
+                result = call()
+            except Exception as exc:
+                raise EnvHostError(f"{session.env_id}.{what}: {type(exc).__name__}: {exc}") from exc
+            finally:
+                if watch:
+                    self._judge(session.env_id, what, before, time.perf_counter() - started)
+        return result
+
+    def _judge(self, env_id: str, what: str, before: resource.struct_rusage, wall: float) -> None:
+        after = resource.getrusage(resource.RUSAGE_THREAD)
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        # A create runs gymnasium.make on a handler thread: this thread may have slept waiting for the GIL.
+        if after.ru_nvcsw > before.ru_nvcsw and wall - cpu > WAIT_LIMIT_S and not self._creating:
+            self._waiting.add(env_id)
+            print(
+                f"envgym serve: a {env_id} {what} waited {1000 * (wall - cpu):.0f} ms; its calls run on handler "
+                "threads from now on",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def close(self, session_id: str) -> None:
         with self._lock:

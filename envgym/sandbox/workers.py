@@ -171,6 +171,9 @@ class WorkerHost:
         )
         return info.model_copy(update={"port": worker.port})
 
+    def runs_inline(self, session_id: str) -> bool:
+        return False  # a forwarded call waits for its worker
+
     def reset(self, session_id: str, seed: int | None, options: dict[str, Any] | None) -> bytes:
         body = json.dumps({"seed": seed, "options": options}).encode()
         return self._owner(session_id).call("POST", f"/v1/env/sessions/{session_id}/reset", body)
