@@ -6,6 +6,7 @@ smuggled. Only the standard library is used (the sandbox image has no HTTP stack
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -95,7 +96,7 @@ def parse_head(data: bytes, limits: ServerLimits) -> RequestHead:
     split = urlsplit(target)
     connection = headers.get("connection", "").lower()
     keep_alive = "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
-    query = {k: v[-1] for k, v in parse_qs(split.query).items()}
+    query = {k: v[-1] for k, v in parse_qs(split.query).items()} if split.query else {}
     return RequestHead(method, split.path, query, headers, keep_alive)
 
 
@@ -117,12 +118,14 @@ def body_length(head: RequestHead, limits: ServerLimits) -> int:
 
 
 def response_head(status: int, content_type: str, length: int | None, keep_alive: bool) -> bytes:
-    lines = [
-        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
-        f"Server: {SERVER_NAME}",
-        f"Content-Type: {content_type}",
-        f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked",
-    ]
-    if not keep_alive:
-        lines.append("Connection: close")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    start, end = _head_parts(status, content_type, keep_alive)
+    framing = b"Content-Length: %d" % length if length is not None else b"Transfer-Encoding: chunked"
+    return start + framing + end
+
+
+@functools.cache
+def _head_parts(status: int, content_type: str, keep_alive: bool) -> tuple[bytes, bytes]:
+    """A response head around its framing line, made once per kind of response (a head per step adds up)."""
+    start = f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\nServer: {SERVER_NAME}\r\nContent-Type: {content_type}\r\n"
+    end = "\r\n" if keep_alive else "\r\nConnection: close\r\n"
+    return start.encode("latin-1"), (end + "\r\n").encode("latin-1")

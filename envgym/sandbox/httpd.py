@@ -1,6 +1,8 @@
 """The HTTP/1.1 front of every envgym server: framing and limits on asyncio, handlers on a bounded thread pool.
 
 One event loop holds every connection, so an idle or slow client costs a socket and a few kilobytes, not a thread.
+The time limits of a connection's waits (idle, head, body, write) are deadlines that one watchdog timer checks a few
+times a second, not a timer per wait: four timers per request cost as much CPU as a quick env step.
 The order of a request is fixed: read the head (bounded in size and time), let the application admit it (bearer
 auth and routing, before a single body byte is read), check Content-Length against the cap, read the body
 (bounded in time), run the handler on a pool thread, write the response. Anything rejected before the body is read
@@ -13,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from envgym.sandbox.errors import (
     HeadersTooLargeError,
@@ -42,6 +46,7 @@ _ACCEPT_RETRY_S = 0.1
 # Sockets beyond max_connections that may be open at once: 503 answers and evicted connections still closing.
 # Kept below ServerLimits.fd_reserve, so connections never take the descriptors pipes and files need.
 _OVERFLOW = 64
+T = TypeVar("T")
 
 
 def _next_chunk(chunks: Iterator[bytes]) -> bytes | None:
@@ -55,11 +60,24 @@ def _next_chunk(chunks: Iterator[bytes]) -> bytes | None:
         return json.dumps(line).encode() + b"\n"
 
 
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (env servers; about half the CPU per request of asyncio's own loop),
+    else asyncio's (None): the sandbox image carries the standard library only."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
 @dataclass(eq=False)
 class _Connection:
     writer: asyncio.StreamWriter
     waiting_since: float  # when it began waiting for a request head
+    task: asyncio.Task[None] | None = None
     waiting: bool = True  # evictable: no request of it is being read or run
+    deadline: float = math.inf  # loop time by which the current wait must end (see HttpServer._within)
+    expired: bool = False  # the watchdog cancelled the task because the deadline passed
 
 
 class HttpServer:
@@ -83,13 +101,18 @@ class HttpServer:
         self._stop_requested = False
         self._lock = threading.Lock()
         self._stopped = threading.Event()
+        # Deadlines are checked this often: late by a tenth of the shortest limit at most.
+        shortest = min(limits.header_timeout_s, limits.keepalive_idle_s, limits.body_timeout_s)
+        self._watch_every_s = min(1.0, max(0.01, shortest / 10))
+        self._watchdog: asyncio.TimerHandle | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------------
 
     def serve_forever(self) -> None:
         """Run the event loop until `shutdown`."""
         try:
-            asyncio.run(self._serve())
+            with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+                runner.run(self._serve())
         finally:
             self._stopped.set()
 
@@ -114,7 +137,9 @@ class HttpServer:
             if self._stop_requested:
                 self._stop.set()
         self._resume_accepting()
+        self._watchdog = loop.call_later(self._watch_every_s, self._watch)
         await self._stop.wait()
+        self._watchdog.cancel()
         self._pause_accepting()
         # Requests in flight (the /v1/shutdown that stopped us, a step) get a moment to send their answers.
         deadline = time.monotonic() + _SHUTDOWN_GRACE_S
@@ -123,6 +148,32 @@ class HttpServer:
         for conn in list(self._connections.values()):
             conn.writer.transport.abort()
         self._connections.clear()
+
+    # -- time limits ----------------------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        """Cancel the task of every connection whose wait is past its deadline; `_within` turns that into a timeout."""
+        assert self._loop is not None
+        now = self._loop.time()
+        for conn in self._connections.values():
+            if conn.deadline < now and conn.task is not None:
+                conn.deadline, conn.expired = math.inf, True
+                conn.task.cancel()
+        self._watchdog = self._loop.call_later(self._watch_every_s, self._watch)
+
+    async def _within(self, conn: _Connection, seconds: float, wait: Awaitable[T]) -> T:
+        """`await wait`, raising TimeoutError if it takes longer than `seconds` (give or take a watchdog period)."""
+        conn.deadline = asyncio.get_running_loop().time() + seconds
+        try:
+            return await wait
+        except asyncio.CancelledError:
+            if not conn.expired or conn.task is None:
+                raise
+            conn.expired = False
+            conn.task.uncancel()
+            raise TimeoutError from None
+        finally:
+            conn.deadline = math.inf
 
     # -- accepting ------------------------------------------------------------------------------------------
     # Accepting is done here, not by asyncio.start_server: its loop accepts up to 100 sockets per wake-up whatever
@@ -185,7 +236,7 @@ class HttpServer:
         return True
 
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = _Connection(writer, time.monotonic())
+        conn = _Connection(writer, time.monotonic(), asyncio.current_task())
         if not self._admit_connection(conn):
             busy = SandboxUnavailableError(
                 f"the server has {self.max_connections} connections open and all are busy; retry later"
@@ -217,7 +268,7 @@ class HttpServer:
         first = True
         while True:
             conn.waiting, conn.waiting_since = True, time.monotonic()
-            data = await self._read_head(reader, writer, first)
+            data = await self._read_head(conn, reader, writer, first)
             if data is None:
                 return
             first = False
@@ -228,7 +279,7 @@ class HttpServer:
                 length = body_length(head, limits)
                 if length and head.headers.get("expect", "").lower() == "100-continue":
                     writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-                body = await self._read_body(reader, length)
+                body = await self._read_body(conn, reader, length)
             except SandboxError as exc:
                 await self._reject(reader, writer, error_response(exc))
                 return
@@ -240,8 +291,8 @@ class HttpServer:
                 keep_alive = head.keep_alive and result.status < 400
                 head_bytes = response_head(result.status, result.content_type, len(result.body), keep_alive)
                 writer.write(head_bytes + result.body)
-                async with asyncio.timeout(limits.body_timeout_s):
-                    await writer.drain()
+                if writer.transport.get_write_buffer_size():  # else all of it went out: nothing to wait for
+                    await self._within(conn, limits.body_timeout_s, writer.drain())
             else:
                 keep_alive = head.keep_alive
                 await self._write_stream(writer, result, keep_alive)
@@ -249,20 +300,18 @@ class HttpServer:
                 return
 
     async def _read_head(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: bool
+        self, conn: _Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, first: bool
     ) -> bytes | None:
         """The next request head, or None when the client closed or idled out between requests."""
         idle = self.limits.header_timeout_s if first else self.limits.keepalive_idle_s
         try:
-            async with asyncio.timeout(idle):
-                start = await reader.read(1)
+            start = await self._within(conn, idle, reader.read(1))
         except TimeoutError:
             return None
         if not start:
             return None
         try:
-            async with asyncio.timeout(self.limits.header_timeout_s):
-                return start + await reader.readuntil(b"\r\n\r\n")
+            return start + await self._within(conn, self.limits.header_timeout_s, reader.readuntil(b"\r\n\r\n"))
         except TimeoutError:
             error: SandboxError = RequestTimeoutError(
                 f"request head not complete within {self.limits.header_timeout_s:g}s"
@@ -274,13 +323,12 @@ class HttpServer:
         await self._reject(reader, writer, error_response(error))
         return None
 
-    async def _read_body(self, reader: asyncio.StreamReader, length: int) -> bytes:
+    async def _read_body(self, conn: _Connection, reader: asyncio.StreamReader, length: int) -> bytes:
         chunks: list[bytes] = []
         left = length
         while left:
             try:
-                async with asyncio.timeout(self.limits.body_timeout_s):
-                    chunk = await reader.read(min(left, 1 << 20))
+                chunk = await self._within(conn, self.limits.body_timeout_s, reader.read(min(left, 1 << 20)))
             except TimeoutError:
                 raise RequestTimeoutError(
                     f"request body: no data for {self.limits.body_timeout_s:g}s "
