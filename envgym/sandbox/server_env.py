@@ -1,9 +1,7 @@
 """Hosting gymnasium environments behind the sandbox server: many sessions, idle ones reaped.
 
-Resets and steps run on the server's event loop (`runs_inline`): a handler thread would cost more CPU in hand-offs
-than a quick step itself, and one process steps one environment at a time anyway (the GIL). An environment whose
-call is seen waiting (the thread slept, for I/O, a model or a sleep, longer than `WAIT_LIMIT_S`) is moved to the
-handler threads for good, so it holds up the other sessions once at most.
+Resets and steps run on the server's event loop unless their environment waits (`runs_inline`, see
+`envgym.sandbox.waits`).
 
 gymnasium and numpy are imported on the first session, not with this module: a sandbox server that never hosts an
 environment must start without them (they are most of a cold start's import time).
@@ -12,28 +10,27 @@ environment must start without them (they are most of a cold start's import time
 from __future__ import annotations
 
 import os
-import resource
 import secrets
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic_core import PydanticSerializationError, to_json
 
 from envgym.sandbox.errors import EnvHostError, InvalidRequestError, NotFoundError
+from envgym.sandbox.waits import WaitWatch
 from envgym.sandbox.wire import EnvCreate, EnvResetResult, EnvSessionInfo, EnvStepResult
 
 if TYPE_CHECKING:
     import gymnasium as gym
 
+T = TypeVar("T")
+
 # Where a sandbox's uploaded environment folders live, under its workspace (see EnvHost.worlds_dir).
 WORLDS_DIR = ".envgym-worlds"
-# A reset or step that slept longer than this (wall time less the thread's CPU time, with a voluntary context
-# switch: preemption alone is not a wait) marks its environment as one that waits.
-WAIT_LIMIT_S = 0.005
 
 
 def jsonable(value: Any) -> Any:
@@ -115,13 +112,13 @@ class EnvHost:
         self._sessions: dict[str, _EnvSession] = {}
         self._creating = 0
         self._imported = False
-        self._waiting: set[str] = set()  # env ids seen waiting: their calls run on handler threads
+        self.waits = WaitWatch(excused=lambda: self._creating > 0)
 
     def runs_inline(self, session_id: str) -> bool:
-        """Whether the session's resets and steps may run on the event loop: its environment was never seen waiting.
-        (An unknown id: yes, its NotFoundError is quick.)"""
+        """Whether the session's resets and steps may run on the event loop: its environment has not been caught
+        waiting. (An unknown id: yes, its NotFoundError is quick.)"""
         session = self._sessions.get(session_id)
-        return session is None or session.env_id not in self._waiting
+        return session is None or self.waits.inline(session.env_id)
 
     def create(self, req: EnvCreate) -> EnvSessionInfo:
         env_id = req.env_id or self.env_id
@@ -207,33 +204,13 @@ class EnvHost:
             info=info,
         )
 
-    def _watched(self, session: _EnvSession, what: str, call: Callable[[], Any]) -> Any:
-        """`call()` under the session's lock; marks the environment as waiting when it slept (see WAIT_LIMIT_S)."""
-        watch = session.env_id not in self._waiting
-        if watch:
-            before, started = resource.getrusage(resource.RUSAGE_THREAD), time.perf_counter()
+    def _watched(self, session: _EnvSession, what: str, call: Callable[[], T]) -> T:
+        """`call()` under the session's lock, watched for waits (`envgym.sandbox.waits`)."""
         with session.lock:
             try:
-                result = call()
+                return self.waits.call(session.env_id, what, call)
             except Exception as exc:
                 raise EnvHostError(f"{session.env_id}.{what}: {type(exc).__name__}: {exc}") from exc
-            finally:
-                if watch:
-                    self._judge(session.env_id, what, before, time.perf_counter() - started)
-        return result
-
-    def _judge(self, env_id: str, what: str, before: resource.struct_rusage, wall: float) -> None:
-        after = resource.getrusage(resource.RUSAGE_THREAD)
-        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-        # A create runs gymnasium.make on a handler thread: this thread may have slept waiting for the GIL.
-        if after.ru_nvcsw > before.ru_nvcsw and wall - cpu > WAIT_LIMIT_S and not self._creating:
-            self._waiting.add(env_id)
-            print(
-                f"envgym serve: a {env_id} {what} waited {1000 * (wall - cpu):.0f} ms; its calls run on handler "
-                "threads from now on",
-                file=sys.stderr,
-                flush=True,
-            )
 
     def close(self, session_id: str) -> None:
         with self._lock:
