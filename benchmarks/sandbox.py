@@ -30,7 +30,7 @@ from rich.table import Table
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from serving import drive, latency_summary, start_server  # noqa: E402  (benchmarks/serving.py)
+from serving import cpu_s, drive, latency_summary, start_server  # noqa: E402  (benchmarks/serving.py)
 
 import envgym  # noqa: E402,F401  (registers the bundled environments)
 from envgym.remote import RemoteEnv  # noqa: E402
@@ -132,17 +132,26 @@ def env_server_throughput(
 ) -> dict[str, Any]:
     """Steps/s and step latency of `sessions` RemoteEnvs on `envgym serve --workers N`, one client thread each,
     against the same number of in-process envs, in interleaved rounds so both see the same load on a shared
-    machine. The ratio is best round against best round (load only slows things down); each round's is printed."""
+    machine. The ratio is best round against best round (load only slows things down); each round's is printed.
+    CPU microseconds per step, which load disturbs far less than steps/s, say where a step's time goes: in-process,
+    and for the server this (client) process and the worker processes together."""
     task = progress.add_task(f"env server, {env_id}, {sessions} sessions", total=2 * rounds)
     server = start_server(env_id, workers)
     local_envs = [[gym.make(env_id)] for _ in range(sessions)]
     remote_envs = [[RemoteEnv(server.url, token_file=server.token_file)] for _ in range(sessions)]
     local, remote, latencies = [], [], []
+    cpu = {"in_process": 0.0, "client": 0.0, "workers": 0.0}
+    pids = server.worker_pids()
     try:
         for _ in range(rounds):
+            started = cpu_s()
             local.append(drive(local_envs, steps)["steps_per_s"])
+            cpu["in_process"] += cpu_s() - started
             progress.advance(task)
+            started, serving = cpu_s(), sum(cpu_s(pid) for pid in pids)
             remote.append(drive(remote_envs, steps, latencies=latencies)["steps_per_s"])
+            cpu["client"] += cpu_s() - started
+            cpu["workers"] += sum(cpu_s(pid) for pid in pids) - serving
             progress.advance(task)
     finally:
         for envs in (local_envs, remote_envs):
@@ -159,6 +168,7 @@ def env_server_throughput(
         "server_step_p50_ms": summary["p50_ms"],
         "server_step_p99_ms": summary["p99_ms"],
         "ratio_per_round": [round(r / x, 3) for r, x in zip(remote, local, strict=True)],
+        "cpu_us_per_step": {k: round(1e6 * v / (rounds * steps * sessions), 1) for k, v in cpu.items()},
         "server_over_in_process": round(max(remote) / max(local), 3),
     }
 

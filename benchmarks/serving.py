@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -52,6 +53,15 @@ def start_server(env_id: str, workers: int, max_sessions: int = 4096, extra: tup
         raise RuntimeError(f"envgym serve {env_id} --workers {workers} exited with code {proc.wait()}")
     address = json.loads(line)
     return Server(proc, address["url"], address["token_file"])
+
+
+def cpu_s(pid: int | None = None) -> float:
+    """CPU seconds (user + system) used so far by process `pid`, or by this process."""
+    if pid is None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int) -> float:
