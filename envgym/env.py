@@ -207,15 +207,16 @@ class ToolWorldEnv(gym.Env[str, Any]):
         self.steps += 1
         # An oversized action is refused before parsing: not executed, not said, the episode goes on.
         refusal = self._refuse_oversized(action)
-        calls: list[ParsedCall] = []
         new: list[dict[str, Any]] = []
         labels: list[dict[str, Any]] = []
+        errors: list[ToolErrorKind | None] = []  # of this step's failed calls, in order
         terminated = False
         if refusal is None:
             message, calls = parse_action(action, id_prefix=f"call_{self.steps}_", fmt=self.tool_format)
             self.messages.append(message)
             if calls:
-                new = [self._run_call(call, labels) for call in calls]
+                for call in calls:  # a loop, not a comprehension: one call is the common case
+                    new.append(self._run_call(call, labels, errors))
             elif STOP in (message.get("content") or ""):
                 terminated = True
             else:
@@ -225,7 +226,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
         limit = self.max_steps or self.task.max_steps or self.data.world.max_steps
         truncated = not terminated and self.steps >= limit
         reward = 0.0
-        info = self._info(self.tool_results[-len(calls):] if calls else [])
+        info = self._info(errors)
         if self.tool_rewards:
             info["tool_calls"] = labels
         if terminated or truncated:
@@ -306,7 +307,10 @@ class ToolWorldEnv(gym.Env[str, Any]):
             return LLMUser(task, self.user_model)
         return ScriptedUser(task)
 
-    def _run_call(self, call: ParsedCall, labels: list[dict[str, Any]]) -> dict[str, Any]:
+    def _run_call(self, call: ParsedCall, labels: list[dict[str, Any]],
+                  errors: list[ToolErrorKind | None]) -> dict[str, Any]:
+        """Run one call; its tool message is returned, its label (with tool rewards on) appended to `labels` and
+        its error kind, if it failed, to `errors`."""
         assert self.state is not None and self.task is not None
         before_hash = self.calls.before(call, self.state) if self.tool_rewards else None
         if call.error is not None:
@@ -315,6 +319,8 @@ class ToolWorldEnv(gym.Env[str, Any]):
         else:
             result = self.security.execute(self.state, self.task, call, self.messages, self._execute)
         self.tool_results.append(result)
+        if not result.ok:
+            errors.append(result.error_kind)
         message = tool_message(call, result.payload())
         if self.tool_rewards:
             labels.append(self.calls.record(self.steps, call, result, message["content"], self.state, before_hash))
@@ -356,14 +362,14 @@ class ToolWorldEnv(gym.Env[str, Any]):
             return {}, f"grading failed: {type(exc).__name__}: {exc}"
         return components, None
 
-    def _info(self, results: list[ToolResult]) -> dict[str, Any]:
+    def _info(self, tool_errors: list[ToolErrorKind | None]) -> dict[str, Any]:
         return {
-            "env_name": self.data.name,
-            "task_id": self.task.id if self.task else None,
+            "env_name": self.data.world.name,
+            "task_id": self.task.id if self.task is not None else None,
             "messages": self.messages,
             "tools": self._tools,
             "step": self.steps,
-            "tool_errors": [r.error_kind for r in results if not r.ok],
+            "tool_errors": tool_errors,
         }
 
     def _close_state(self) -> None:

@@ -97,7 +97,7 @@ def _single_call(text: str, id_prefix: str) -> tuple[str, ParsedCall] | None:
     (`_text_calls`), which gives the same result."""
     if mistral.MARKER in text or qwen_xml.FUNCTION in text or _is_call_list(text):
         return None
-    return hermes.parse_single(text, f"{id_prefix}0")
+    return hermes.parse_single(text, id_prefix + "0")
 
 
 def parse_text_calls(text: str, id_prefix: str, fmt: str | None = None) -> list[ParsedCall]:
@@ -138,7 +138,7 @@ def parse_action(action: Any, id_prefix: str = "call_", fmt: str | None = None) 
     `fmt` pins one text format (a name in `FORMATS`); None or "auto" reads them all. OpenAI `tool_calls` in a
     message dict are always read.
     """
-    allowed = _allowed(fmt)
+    allowed = _ALL if fmt is None else _allowed(fmt)
     if isinstance(action, dict):
         content = action.get("content")
         text = content if isinstance(content, str) else ""

@@ -33,7 +33,7 @@ class ToolCallMismatchError(ValueError):
     """The records given to `score_tool_calls` do not match the tool calls in the conversation."""
 
 
-@dataclass(slots=True)  # not frozen: the env builds one per call, and a frozen __init__ costs several times more
+@dataclass(slots=True)  # not frozen: the log builds one per call when scored, and a frozen __init__ costs more
 class ToolCallRecord:
     """One executed tool call as the env saw it.
 
@@ -105,9 +105,17 @@ class ToolCallLog:
     def __init__(self, write_tools: frozenset[str], target: Callable[[], WorldState]):
         self.write_tools = write_tools
         self.target = target
-        self.records: list[ToolCallRecord] = []
+        # ToolCallRecord fields as plain tuples: the cycle collector stops watching a tuple of strings, numbers and
+        # flat dicts at its first pass, while it traverses a record object in each of its collections, a cost
+        # paid on every step.
+        self._rows: list[tuple[Any, ...]] = []
         self._seen: set[tuple[str, str]] = set()  # calls made since the state last changed
         self._distance: int | None = None  # records differing from the target, known after the first write
+
+    @property
+    def records(self) -> list[ToolCallRecord]:
+        """The calls logged so far, in order."""
+        return [ToolCallRecord(*row) for row in self._rows]
 
     def before(self, call: ParsedCall, state: WorldState) -> str | None:
         """The state's hash before a call of a write tool (None for any other call)."""
@@ -125,7 +133,7 @@ class ToolCallLog:
         if changed:
             self._distance = self._measure(state)
             self._seen.clear()
-        self.records.append(ToolCallRecord(
+        self._rows.append((
             step, call.name, call.arguments if isinstance(call.arguments, dict) else {}, result.ok, result.error,
             content, changed, before if before_hash else None, self._distance if before_hash else None,
         ))

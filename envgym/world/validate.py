@@ -232,6 +232,41 @@ def _num(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+_ANNOTATIONS = frozenset({"description", "title", "default", "examples", "format"})  # keywords that check nothing
+_EXACT_TYPES = {"string": str, "boolean": bool, "array": list, "object": dict}
+
+
+def _flat_object(schema: dict[str, Any], check: Check) -> Callable[[Any], str | None] | None:
+    """The usual arguments schema (an object of properties that each only name one type) as one function that
+    accepts what `check` accepts without calling it; anything it does not accept at a glance goes to `check`, for
+    the same error. None for a schema of another shape."""
+    if schema.get("type") != "object" or not set(schema) <= {"properties", "required", "additionalProperties",
+                                                               "type", *_ANNOTATIONS}:
+        return None
+    exact: dict[str, type] = {}
+    for name, sub in schema.get("properties", {}).items():
+        kind = _EXACT_TYPES.get(sub.get("type")) if isinstance(sub.get("type"), str) else None
+        if kind is None or not set(sub) <= {"type", *_ANNOTATIONS}:
+            return None
+        exact[name] = kind
+    required = list(schema.get("required", []))
+    closed = schema.get("additionalProperties", True) is False
+
+    def validate(args: Any) -> str | None:
+        if type(args) is not dict:
+            return check(args, "arguments")
+        for name in required:
+            if name not in args:
+                return check(args, "arguments")
+        for name, value in args.items():
+            kind = exact.get(name)
+            if (type(value) is not kind) if kind is not None else closed:
+                return check(args, "arguments")
+        return None
+
+    return validate
+
+
 def compile_validator(schema: dict[str, Any]) -> Callable[[Any], str | None]:
     """Compile a JSON Schema into `validate(args) -> error message | None`. Raises SchemaError if malformed."""
     try:
@@ -244,7 +279,7 @@ def compile_validator(schema: dict[str, Any]) -> Callable[[Any], str | None]:
         ) from exc
     if _simple(schema):
         check = _compile(schema)
-        return lambda args: check(args, "arguments")
+        return _flat_object(schema, check) or (lambda args: check(args, "arguments"))
     validator = jsonschema.Draft202012Validator(schema)
 
     def validate(args: Any) -> str | None:
