@@ -130,3 +130,27 @@ def test_async_calls_go_to_the_sessions_worker() -> None:
         assert steps == json.dumps([t.step("hello") for t in twins], sort_keys=True)
     finally:
         assert server.stop() == 0
+
+
+def test_every_step_of_a_retail_episode_gives_the_whole_conversation(served: Served) -> None:
+    """A whole retail episode through the env server: after every step, sync and async alike, RemoteEnv's answer is
+    the in-process env's byte for byte (the clock field aside), whatever the caller did to the last answer."""
+    local = gym.make("envgym/retail-v0")
+    remote = RemoteEnv(served.url, token_file=served.token_file)
+    policy = OraclePolicy()
+    options = {"task_id": _tasks()[1]}
+    obs, info = remote.reset(seed=5, options=options)
+    assert (obs, info) == local.reset(seed=5, options=options)
+    steps, done = 0, False
+    while not done and steps < 40:
+        action = policy.act(obs, info)
+        info["messages"].append({"role": "user", "content": "changed by the caller"})  # must not reach the next
+        answer = remote.step(action) if steps % 2 else asyncio.run(remote.astep(action))
+        expected = local.step(action)
+        assert json.dumps(answer[4]["messages"]) == json.dumps(expected[4]["messages"]), f"step {steps}"
+        timeless = [{k: v for k, v in got[4].items() if k != "wall_s"} for got in (answer, expected)]  # a clock
+        assert json.dumps([*answer[:4], timeless[0]]) == json.dumps([*expected[:4], timeless[1]])
+        obs, _, terminated, truncated, info = answer
+        steps, done = steps + 1, terminated or truncated
+    assert done and len(info["messages"]) > 6
+    remote.close()
