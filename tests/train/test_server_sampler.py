@@ -18,7 +18,7 @@ from envgym.llm.chat_template import encode_chat
 from envgym.play.episode import Trajectory
 from envgym.train import GRPOConfig, GRPOTrainer
 from envgym.train.generation import CachedSampler
-from envgym.train.policy import load_policy, tiny_random_policy
+from envgym.train.policy import tiny_random_policy
 from envgym.train.server_sampler import TransformersServeSampler, save_full_model
 from envgym.train.tokens import TrajectoryTokens
 from tests.openai_server import LOAD_POST, Server
@@ -109,12 +109,16 @@ def test_grpo_samples_through_the_server_and_pushes_each_update(server: Server, 
 
 @pytest.mark.slow
 @pytest.mark.model
-def test_the_default_gguf_policy_is_pushed_as_a_plain_folder_of_its_own_weights(tmp_path: Path) -> None:
+def test_the_default_gguf_policy_is_pushed_as_a_plain_folder_of_its_own_weights(
+    tmp_path: Path, fresh_gguf: tuple[Any, Any]
+) -> None:
     # transformers flags a GGUF-loaded model as quantized and its save_pretrained refuses it, though the
-    # policy's weights are plain float tensors: the push must still write them.
+    # policy's weights are plain float tensors: the push must still write them. `load_policy("local")` reads the
+    # converted cache (not flagged), so the model comes from a fresh GGUF load, as with ENVGYM_MODEL_CACHE=0.
     from safetensors.torch import load_file
 
-    model, tokenizer = load_policy("local", seed=0)
+    model, tokenizer = fresh_gguf
+    assert model.hf_quantizer is not None
     save_full_model(model, tokenizer, tmp_path / "pushed")
     config = json.loads((tmp_path / "pushed" / "config.json").read_text())
     assert "quantization_config" not in config and config["architectures"] == ["LlamaForCausalLM"]
