@@ -181,7 +181,8 @@ def result_values(result: str) -> set[str]:
 
 
 def _contains_value(text: str, value: str) -> bool:
-    return re.search(rf"(?<![\w.]){re.escape(value)}(?![\w])", text) is not None
+    # The substring test first: most values are absent, and each distinct value is a regex to compile.
+    return value in text and re.search(rf"(?<![\w.]){re.escape(value)}(?![\w])", text) is not None
 
 
 def _call_positions(messages: Sequence[dict[str, Any]]) -> list[tuple[int, str]]:

@@ -7,20 +7,29 @@ addresses.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from envgym.world import ToolError, WorldState
+from envgym.world.table import raw_items
 
 TODAY = "2024-05-15"
 
 
 def _address(state: WorldState, who: str) -> str:
-    contact = state.tables["contacts"].get(who)
+    contact = state.peek("contacts", who)
     return str(contact["email"]) if contact else who
 
 
 def _me(state: WorldState) -> dict[str, Any]:
     return next(iter(state.tables["account"].values()))
+
+
+def _matching(state: WorldState, entity: str, keep: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+    """The records `keep` selects, each this state's own (a view may change it: `_synced`). The others are read in
+    place, without the copy a table makes of each record it hands out, which every later hash would encode again."""
+    table = state.tables[entity]
+    return [table[key] for key, record in raw_items(table) if keep(record)]
 
 
 def _synced(record: dict[str, Any]) -> dict[str, Any]:
@@ -93,15 +102,15 @@ def change_password(state: WorldState, new_password: str) -> dict[str, Any]:
 
 
 def list_emails(state: WorldState, folder: str) -> list[dict[str, Any]]:
-    rows = [e for e in state.tables["emails"].values() if e["folder"] == folder]
+    rows = _matching(state, "emails", lambda e: e["folder"] == folder)
     rows.sort(key=lambda e: (e["date"], e["email_id"]), reverse=True)
     return [_email_view(state, e, full=False) for e in rows]
 
 
 def search_emails(state: WorldState, query: str) -> list[dict[str, Any]]:
     q = query.lower()
-    hits = [e for e in state.tables["emails"].values()
-            if q in e["subject"].lower() or q in e["body"].lower() or q in _address(state, e["sender"]).lower()]
+    hits = _matching(state, "emails", lambda e: q in e["subject"].lower() or q in e["body"].lower()
+                     or q in _address(state, e["sender"]).lower())
     return [_email_view(state, e) for e in hits]
 
 
@@ -145,21 +154,21 @@ def delete_email(state: WorldState, email_id: str) -> dict[str, Any]:
 def search_contacts(state: WorldState, query: str) -> list[dict[str, Any]]:
     q = query.lower()
     return [{"name": c["name"], "email": c["email"], "phone": c["phone"], "job": c["job"]}
-            for c in state.tables["contacts"].values() if q in c["name"].lower() or q in c["email"].lower()]
+            for c in _matching(state, "contacts", lambda c: q in c["name"].lower() or q in c["email"].lower())]
 
 
 # ---------------------------------------------------------------- calendar
 
 
 def get_day_events(state: WorldState, date: str) -> list[dict[str, Any]]:
-    rows = sorted((e for e in state.tables["events"].values() if e["date"] == date), key=lambda e: e["start_time"])
+    rows = sorted(_matching(state, "events", lambda e: e["date"] == date), key=lambda e: e["start_time"])
     return [_event_view(state, e) for e in rows]
 
 
 def search_events(state: WorldState, query: str) -> list[dict[str, Any]]:
     q = query.lower()
-    return [_event_view(state, e) for e in state.tables["events"].values()
-            if q in e["title"].lower() or q in e["description"].lower()]
+    return [_event_view(state, e)
+            for e in _matching(state, "events", lambda e: q in e["title"].lower() or q in e["description"].lower())]
 
 
 def create_event(state: WorldState, title: str, date: str, start_time: str, duration_minutes: int,
@@ -204,8 +213,8 @@ def list_files(state: WorldState) -> list[dict[str, Any]]:
 
 def search_files(state: WorldState, query: str) -> list[dict[str, Any]]:
     q = query.lower()
-    return [_file_view(f) for f in state.tables["files"].values()
-            if q in f["filename"].lower() or q in f["content"].lower()]
+    return [_file_view(f)
+            for f in _matching(state, "files", lambda f: q in f["filename"].lower() or q in f["content"].lower())]
 
 
 def get_file(state: WorldState, file_id: str) -> dict[str, Any]:
@@ -244,8 +253,8 @@ def delete_file(state: WorldState, file_id: str) -> dict[str, Any]:
 
 def get_webpage(state: WorldState, url: str) -> dict[str, Any]:
     wanted = url.strip().rstrip("/").removeprefix("https://").removeprefix("http://").removeprefix("www.")
-    for page in state.tables["webpages"].values():
-        if page["url"].removeprefix("https://").removeprefix("www.") == wanted:
-            _synced(page)
-            return {"url": page["url"], "title": page["title"], "content": page["content"]}
+    for page in _matching(state, "webpages",
+                          lambda p: p["url"].removeprefix("https://").removeprefix("www.") == wanted):
+        _synced(page)
+        return {"url": page["url"], "title": page["title"], "content": page["content"]}
     raise ToolError(f"404: no page at {url}")
