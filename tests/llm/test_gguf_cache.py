@@ -81,7 +81,8 @@ def test_the_cached_model_and_tokenizer_are_the_gguf_ones(fresh_gguf: tuple[Any,
     assert_same_model(model, fresh_gguf[0])
     assert_same_tokenizer(tokenizer, fresh_gguf[1])
     assert load_gguf_tokenizer(str(default_gguf_path())) is tokenizer
-    assert fresh_gguf[0].hf_quantizer is not None and model.hf_quantizer is None  # the one difference: the flag
+    # The one difference: the GGUF load is flagged as quantized (its save_pretrained refuses), the cached one is not.
+    assert fresh_gguf[0].hf_quantizer is not None and getattr(model, "hf_quantizer", None) is None
 
 
 class Conversions:
@@ -117,7 +118,6 @@ def test_a_model_entry_with_one_flipped_weight_byte_is_rebuilt_not_used(
     parts = Conversions("model", fresh_gguf[0])
     first = parts.load()
     assert parts.count == 1 and parts.folder.is_relative_to(own_cache)
-    assert_same_model(first, fresh_gguf[0])
     assert parts.load() is not first and parts.count == 1  # the second load reads the entry
     weights = parts.folder / gguf_cache.WEIGHTS
     data = bytearray(weights.read_bytes())
