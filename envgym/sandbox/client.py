@@ -90,6 +90,12 @@ class SandboxClient:
             except _RETRYABLE as exc:
                 if attempt == self.retries:
                     raise self._unavailable(f"{method} {self.base_url}{path}: {exc}") from exc
+                # A server that answered before and now refuses or cannot be reached may have died (out of
+                # memory): ask why before knocking again (a connect to a vanished pod's address waits seconds).
+                # A dropped or cut answer is retried at once, as a live server's hiccup.
+                found = self._diagnose() if self._diagnose and isinstance(exc, httpx.ConnectError) else None
+                if found is not None:
+                    raise found from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
             except httpx.TimeoutException as exc:
