@@ -76,6 +76,9 @@ def main() -> int:
     parser.add_argument("--sampler", choices=["uniform", "pcl"], default="uniform", help="GRPO task sampling")
     parser.add_argument("--learning-rate", type=float, default=2e-5)
     parser.add_argument("--beta", type=float, default=0.0, help="KL coefficient to the policy as GRPO starts (after the warm start)")
+    parser.add_argument("--reward", choices=["env", "env+tools"], default="env",
+                        help="training reward: the verifiable one, or plus --tool-call-weight per needed tool call")
+    parser.add_argument("--tool-call-weight", type=float, default=0.1)
     parser.add_argument("--temperature", type=float, default=1.0, help="rollout sampling temperature (held-out: greedy)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--seed", type=int, default=0)
@@ -96,7 +99,8 @@ def main() -> int:
     config = GRPOConfig(
         env_id=env_id, model=args.model, output_dir=str(out), heldout_tasks=args.heldout, group_size=args.group_size,
         tasks_per_step=args.tasks_per_step, sampler=args.sampler, max_new_tokens=args.max_new_tokens, max_sequence_tokens=2048, max_turns=args.max_turns,
-        micro_batch_size=2, learning_rate=args.learning_rate, beta=args.beta, temperature=args.temperature, max_steps=10_000, save_every=0, seed=args.seed,
+        micro_batch_size=2, learning_rate=args.learning_rate, beta=args.beta, temperature=args.temperature,
+        reward=args.reward, tool_call_weight=args.tool_call_weight, max_steps=10_000, save_every=0, seed=args.seed,
     )
     trainer = GRPOTrainer(config)
     report: dict[str, Any] = {
@@ -142,6 +146,7 @@ def main() -> int:
             "budget_minutes": args.minutes, "steps": len(rows), "updates": sum(int(r["updated"]) for r in rows),
             "group_size": args.group_size, "tasks_per_step": args.tasks_per_step, "sampler": args.sampler,
             "learning_rate": args.learning_rate, "beta": args.beta, "temperature": args.temperature,
+            "reward": args.reward, "tool_call_weight": args.tool_call_weight,
             "max_turns": args.max_turns,
             "max_new_tokens": args.max_new_tokens,
             "step_s_median": round(statistics.median(step_times), 1) if step_times else None,

@@ -36,6 +36,7 @@ class Trajectory:
     tokens: int = 0
     tool_calls: int = 0
     tool_errors: list[str] = field(default_factory=list)
+    tool_calls_needed: int = 0  # calls the env labelled needed at the end (envgym.rewards.toolcalls)
     seed: int | None = None
     run: int = 0
     attack: str | None = None
@@ -93,6 +94,7 @@ class EpisodeRun:
     def _finish(self, info: dict[str, Any]) -> None:
         t = self.trajectory
         t.reward_components = info.get("reward_components", {})
+        t.tool_calls_needed = sum(bool(r.get("needed")) for r in info.get("tool_call_rewards") or ())
         t.guard = list(info.get("guard", []))
         if "attack" in info:
             t.attack, t.attack_reached = info["attack"]["id"], info["attack"]["goal_reached"]

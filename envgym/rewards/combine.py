@@ -117,14 +117,41 @@ class JudgedReward:
                 for e, j in zip(episodes, judged, strict=True)]
 
 
-REWARD_KINDS = ("env", "judge", "env+judge")
+@dataclass
+class ProgressReward:
+    """Partial credit for training: the env's verifiable reward plus `weight` per *needed* tool call of the episode
+    (a valid call whose result the agent went on to use, or that moved the world toward the task's target;
+    `envgym.rewards.toolcalls`). A group in which every episode fails then still ranks its episodes by how far they
+    got (verified the user, read the right record), where the verifiable reward alone gives all of them 0 and the
+    group no advantage. Errors and repeats are not charged: a transient failure and its retry are the agent's job
+    here, not a fault. Success stays the verifiable reward's (>= 1): an episode cut short before the env graded it
+    has no labelled calls and scores 0.
+    """
+
+    weight: float = 0.1
+    name: str = "env+tools"
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.weight) and self.weight >= 0.0):
+            raise RewardConfigError(f"ProgressReward: weight must be a finite number >= 0, got {self.weight!r}")
+
+    def score(self, episodes: Sequence[Scored]) -> list[float]:
+        return [episode.reward + self.weight * getattr(episode, "tool_calls_needed", 0) for episode in episodes]
 
 
-def build_reward_source(kind: str, judge_model: str = "local", judge_weight: float = 0.5) -> RewardSource:
-    """The source named by `kind`: 'env' (verifiable only), 'judge' (the judge's score) or 'env+judge'
-    (`(1 - judge_weight) * env + judge_weight * judge`)."""
+REWARD_KINDS = ("env", "judge", "env+judge", "env+tools")
+
+
+def build_reward_source(
+    kind: str, judge_model: str = "local", judge_weight: float = 0.5, tool_call_weight: float = 0.1
+) -> RewardSource:
+    """The source named by `kind`: 'env' (verifiable only), 'judge' (the judge's score), 'env+judge'
+    (`(1 - judge_weight) * env + judge_weight * judge`) or 'env+tools' (`env + tool_call_weight * needed calls`,
+    `ProgressReward`)."""
     if kind == "env":
         return EnvReward()
+    if kind == "env+tools":
+        return ProgressReward(tool_call_weight)
     if kind not in REWARD_KINDS:
         raise RewardConfigError(f"unknown reward source {kind!r}; expected one of {REWARD_KINDS}")
     from envgym.llm import load_chat_model

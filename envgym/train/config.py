@@ -12,7 +12,7 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 LossType = Literal["grpo", "bnpo", "dapo", "dr_grpo"]
-RewardKind = Literal["env", "judge", "env+judge"]
+RewardKind = Literal["env", "judge", "env+judge", "env+tools"]
 SamplerKind = Literal["uniform", "pcl"]
 GenerationKind = Literal["local", "server"]
 ServerKind = Literal["transformers", "vllm", "sglang"]
@@ -138,8 +138,12 @@ class GRPOConfig:
 
     # --- rewards
     reward: RewardKind = _knob(  # noqa: RUF009 (a field() factory)
-        "env", "Reward source: the env's verifiable reward, the judge, or both."
+        "env",
+        "Reward source: the env's verifiable reward, the judge, both, or 'env+tools' (the verifiable reward plus "
+        "tool_call_weight per needed tool call: partial credit that ranks the failed episodes of a group; success "
+        "is still judged on the verifiable reward).",
     )
+    tool_call_weight: float = _knob(0.1, "With reward 'env+tools': the reward of each needed tool call.")
     judge_model: str = _knob("local", "Chat model spec of the judge (envgym.llm.load_chat_model).")
     judge_weight: float = _knob(0.5, "With reward 'env+judge': r = (1 - w) * env + w * judge.")
 
@@ -160,6 +164,7 @@ class GRPOConfig:
             "epsilon_high": self.epsilon_high >= 0,
             "max_staleness": self.max_staleness >= 0,
             "judge_weight": 0 <= self.judge_weight <= 1,
+            "tool_call_weight": self.tool_call_weight >= 0,
             "temperature": self.temperature > 0,
             "pcl_candidates": self.sampler != "pcl" or self.pcl_candidates >= self.tasks_per_step,
             "pcl_explore": 0 <= self.pcl_explore <= 1,

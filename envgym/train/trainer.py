@@ -91,7 +91,7 @@ class GRPOTrainer:
         )
         self.envs = [self.env_factory() for _ in range(config.group_size)]
         self.reward_source = reward_source or build_reward_source(
-            config.reward, config.judge_model, config.judge_weight
+            config.reward, config.judge_model, config.judge_weight, config.tool_call_weight
         )
         # A RemoteEnv shows observations only: the task list comes from the local copy of the environment.
         local = self.envs[0].unwrapped

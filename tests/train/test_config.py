@@ -57,6 +57,7 @@ PINNED_DEFAULTS = {
     "reward": "env",
     "judge_model": "local",
     "judge_weight": 0.5,
+    "tool_call_weight": 0.1,
     "output_dir": "runs/grpo",
     "save_every": 25,
     "resume_from": None,
