@@ -30,7 +30,7 @@ from rich.table import Table
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from serving import cpu_s, drive, latency_summary, start_server  # noqa: E402  (benchmarks/serving.py)
+from serving import cpu_s, drive, drive_async, latency_summary, start_server  # noqa: E402  (benchmarks/serving.py)
 
 import envgym  # noqa: E402,F401  (registers the bundled environments)
 from envgym.remote import RemoteEnv  # noqa: E402
@@ -130,17 +130,22 @@ def concurrent_sandboxes(progress: Progress, n: int) -> dict[str, float]:
 def env_server_throughput(
     progress: Progress, env_id: str, sessions: int, steps: int, workers: int, rounds: int
 ) -> dict[str, Any]:
-    """Steps/s and step latency of `sessions` RemoteEnvs on `envgym serve --workers N`, one client thread each,
-    against the same number of in-process envs, in interleaved rounds so both see the same load on a shared
-    machine. The ratio is best round against best round (load only slows things down); each round's is printed.
-    CPU microseconds per step, which load disturbs far less than steps/s, say where a step's time goes: in-process,
-    and for the server this (client) process and the worker processes together."""
-    task = progress.add_task(f"env server, {env_id}, {sessions} sessions", total=2 * rounds)
+    """Steps/s and step latency of `sessions` RemoteEnvs on `envgym serve --workers N` against the same number of
+    in-process envs, in interleaved rounds so all see the same load on a shared machine. The server is driven two
+    ways: one client thread per session (`env.step`), and one event loop stepping every session at once
+    (`env.astep`, as `envgym.play.aio.astep_many` does). The ratios are best round against best round (load only
+    slows things down); each round's is printed. CPU microseconds per step, which load disturbs far less than
+    steps/s, say where a step's time goes: in-process, and for the server this (client) process and the worker
+    processes together."""
+    task = progress.add_task(f"env server, {env_id}, {sessions} sessions", total=3 * rounds)
     server = start_server(env_id, workers)
     local_envs = [[gym.make(env_id)] for _ in range(sessions)]
     remote_envs = [[RemoteEnv(server.url, token_file=server.token_file)] for _ in range(sessions)]
-    local, remote, latencies = [], [], []
-    cpu = {"in_process": 0.0, "client": 0.0, "workers": 0.0}
+    local: list[float] = []
+    remote: dict[str, list[float]] = {"threads": [], "asyncio": []}
+    latencies: dict[str, list[float]] = {"threads": [], "asyncio": []}
+    cpu = {"in_process": 0.0, "client_threads": 0.0, "workers_threads": 0.0, "client_asyncio": 0.0,
+           "workers_asyncio": 0.0}
     pids = server.worker_pids()
     try:
         for _ in range(rounds):
@@ -148,28 +153,38 @@ def env_server_throughput(
             local.append(drive(local_envs, steps)["steps_per_s"])
             cpu["in_process"] += cpu_s() - started
             progress.advance(task)
-            started, serving = cpu_s(), sum(cpu_s(pid) for pid in pids)
-            remote.append(drive(remote_envs, steps, latencies=latencies)["steps_per_s"])
-            cpu["client"] += cpu_s() - started
-            cpu["workers"] += sum(cpu_s(pid) for pid in pids) - serving
-            progress.advance(task)
+            for mode in ("threads", "asyncio"):
+                started, serving = cpu_s(), sum(cpu_s(pid) for pid in pids)
+                if mode == "threads":
+                    result = drive(remote_envs, steps, latencies=latencies[mode])
+                else:
+                    result = drive_async([env for (env,) in remote_envs], steps, latencies=latencies[mode])
+                remote[mode].append(result["steps_per_s"])
+                cpu[f"client_{mode}"] += cpu_s() - started
+                cpu[f"workers_{mode}"] += sum(cpu_s(pid) for pid in pids) - serving
+                progress.advance(task)
     finally:
         for envs in (local_envs, remote_envs):
             for (env,) in envs:
                 env.close()
         server.stop()
-    summary = latency_summary(latencies, 1.0)
+    threads, aio = (latency_summary(latencies[mode], 1.0) for mode in ("threads", "asyncio"))
     return {
         "env": env_id,
         "sessions": sessions,
         "workers": workers,
         "in_process_steps_per_s": local,
-        "server_steps_per_s": remote,
-        "server_step_p50_ms": summary["p50_ms"],
-        "server_step_p99_ms": summary["p99_ms"],
-        "ratio_per_round": [round(r / x, 3) for r, x in zip(remote, local, strict=True)],
+        "server_steps_per_s": remote["threads"],
+        "server_step_p50_ms": threads["p50_ms"],
+        "server_step_p99_ms": threads["p99_ms"],
+        "ratio_per_round": [round(r / x, 3) for r, x in zip(remote["threads"], local, strict=True)],
+        "server_over_in_process": round(max(remote["threads"]) / max(local), 3),
+        "asyncio_client_steps_per_s": remote["asyncio"],
+        "asyncio_client_step_p50_ms": aio["p50_ms"],
+        "asyncio_client_step_p99_ms": aio["p99_ms"],
+        "asyncio_client_ratio_per_round": [round(r / x, 3) for r, x in zip(remote["asyncio"], local, strict=True)],
+        "asyncio_client_over_in_process": round(max(remote["asyncio"]) / max(local), 3),
         "cpu_us_per_step": {k: round(1e6 * v / (rounds * steps * sessions), 1) for k, v in cpu.items()},
-        "server_over_in_process": round(max(remote) / max(local), 3),
     }
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import gymnasium as gym
 from pydantic_core import from_json
 
-from envgym.sandbox.aclient import AsyncSandboxClient
+from envgym.sandbox.akeepalive import AsyncKeepAliveClient
 from envgym.sandbox.errors import SandboxError, SandboxUnavailableError
 from envgym.sandbox.keepalive import KeepAliveClient
 from envgym.sandbox.wire import EnvResetResult, EnvSessionInfo, EnvStepResult
@@ -130,7 +130,7 @@ class RemoteEnv(gym.Env[Any, Any]):
     ) -> None:
         self.url = url
         # The asyncio client, made on first use by the loop that uses it (its connections belong to that loop).
-        self._aclient: tuple[asyncio.AbstractEventLoop, AsyncSandboxClient] | None = None
+        self._aclient: tuple[asyncio.AbstractEventLoop, AsyncKeepAliveClient] | None = None
         if token_file is not None:
             if token is not None:
                 raise RemoteEnvError("RemoteEnv: give token or token_file, not both")
@@ -206,13 +206,12 @@ class RemoteEnv(gym.Env[Any, Any]):
             await held[1].aclose()
         client.close()
 
-    def _async_client(self, client: KeepAliveClient) -> AsyncSandboxClient:
+    def _async_client(self, client: KeepAliveClient) -> AsyncKeepAliveClient:
         loop = asyncio.get_running_loop()
         if self._aclient is None or self._aclient[0] is not loop:
-            # A client made by another (perhaps closed) loop cannot be used here; its connections go with it.
-            # `client.url` is the session's worker when the server has several.
-            self._aclient = (loop, AsyncSandboxClient(base_url=client.url, token=self._token,
-                                                      timeout_s=self._timeout_s, retries=1))
+            # A client made by another (perhaps closed) loop cannot be used here; its connection goes with it.
+            # `client` talks to the session's worker when the server has several.
+            self._aclient = (loop, AsyncKeepAliveClient(client))
         return self._aclient[1]
 
     async def _acall(self, what: str, path: str, body: dict[str, Any]) -> bytes:
@@ -223,7 +222,7 @@ class RemoteEnv(gym.Env[Any, Any]):
             # A sandbox's own client (often a Unix socket) has no asyncio twin: its call runs on a worker thread.
             return await asyncio.to_thread(self._call, what, path, body)
         try:
-            return (await self._async_client(client).request("POST", path, json_body=body)).content
+            return await self._async_client(client).request("POST", path, json.dumps(body).encode())
         except SandboxUnavailableError as exc:
             raise RemoteEnvError(f"RemoteEnv({self.url}).{what}: env server unreachable: {exc}") from exc
         except SandboxError as exc:

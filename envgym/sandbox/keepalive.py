@@ -24,12 +24,30 @@ from urllib.parse import urlsplit
 
 from envgym.sandbox.errors import ERROR_TYPES, SandboxError, SandboxUnavailableError
 
-_MAX_HEAD_BYTES = 64 << 10
-_RETRY_DELAY_S = 0.1
+MAX_HEAD_BYTES = 64 << 10
+RETRY_DELAY_S = 0.1
 
 
-class _Dropped(Exception):
+class Dropped(Exception):
     """The connection closed before a whole response arrived."""
+
+
+def parse_response_head(head: bytes) -> tuple[int, int, bool]:
+    """(status, Content-Length, keep-alive) of a response head without its final blank line."""
+    lines = head.decode("latin-1").split("\r\n")
+    try:
+        status = int(lines[0].split(" ", 2)[1])
+    except (IndexError, ValueError):
+        raise Dropped(f"not an HTTP response: {lines[0][:100]!r}") from None
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    try:
+        length = int(headers.get("content-length", "0"))
+    except ValueError:
+        raise Dropped(f"Content-Length: {headers['content-length'][:40]!r} is not a number") from None
+    return status, length, headers.get("connection", "").lower() != "close"
 
 
 def typed_error(status: int, body: bytes, what: str) -> SandboxError:
@@ -78,28 +96,33 @@ class KeepAliveClient:
             f"http://{host}:{port}{self._prefix}", token=self._token, timeout_s=self.timeout_s, retries=self.retries
         )
 
-    def request(self, method: str, path: str, body: bytes = b"") -> bytes:
-        """The response body of one request; error statuses raise their typed errors."""
+    def request_bytes(self, method: str, path: str, body: bytes = b"") -> bytes:
+        """The whole request: head (with a fresh request id for a call that may change state) and body."""
         request_id = f"X-Request-ID: {self._id_prefix}{next(self._ids):x}\r\n" if method != "GET" else ""
         head = (
             f"{method} {self._prefix}{path} HTTP/1.1\r\n{self._fixed}{request_id}"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         ).encode()
+        return head + body
+
+    def request(self, method: str, path: str, body: bytes = b"") -> bytes:
+        """The response body of one request; error statuses raise their typed errors."""
+        data = self.request_bytes(method, path, body)
         what = f"{method} {self.url}{path}"
         deadline = time.monotonic() + self.timeout_s
         with self._lock:
             for attempt in range(self.retries + 1):
                 try:
-                    status, content, keep_alive = self._exchange(head + body, deadline)
+                    status, content, keep_alive = self._exchange(data, deadline)
                     break
                 except (TimeoutError, BlockingIOError):  # BlockingIOError: SO_RCVTIMEO / SO_SNDTIMEO ran out
                     self._drop()
                     raise SandboxUnavailableError(f"{what}: no answer within {self.timeout_s:g}s") from None
-                except (OSError, _Dropped) as exc:
+                except (OSError, Dropped) as exc:
                     self._drop()
-                    if attempt == self.retries or time.monotonic() + _RETRY_DELAY_S >= deadline:
+                    if attempt == self.retries or time.monotonic() + RETRY_DELAY_S >= deadline:
                         raise SandboxUnavailableError(f"{what}: {str(exc) or type(exc).__name__}") from exc
-                    time.sleep(_RETRY_DELAY_S)
+                    time.sleep(RETRY_DELAY_S)
             if not keep_alive:
                 self._drop()
         if status >= 400:
@@ -116,30 +139,21 @@ class KeepAliveClient:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(self._left(deadline)))
         sock.sendall(data)
         while (end := self._buffer.find(b"\r\n\r\n")) < 0:
-            if len(self._buffer) > _MAX_HEAD_BYTES:
-                raise _Dropped(f"response head over {_MAX_HEAD_BYTES} bytes")
+            if len(self._buffer) > MAX_HEAD_BYTES:
+                raise Dropped(f"response head over {MAX_HEAD_BYTES} bytes")
             self._receive(sock, deadline)
-        lines = self._buffer[:end].decode("latin-1").split("\r\n")
+        status, length, keep_alive = parse_response_head(self._buffer[:end])
         self._buffer = self._buffer[end + 4 :]
-        try:
-            status = int(lines[0].split(" ", 2)[1])
-        except (IndexError, ValueError):
-            raise _Dropped(f"not an HTTP response: {lines[0][:100]!r}") from None
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        length = int(headers.get("content-length", "0"))
         while len(self._buffer) < length:
             self._receive(sock, deadline)
         content, self._buffer = self._buffer[:length], self._buffer[length:]
-        return status, content, headers.get("connection", "").lower() != "close"
+        return status, content, keep_alive
 
     def _receive(self, sock: socket.socket, deadline: float) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(self._left(deadline)))
         chunk = sock.recv(1 << 16)
         if not chunk:
-            raise _Dropped("the server closed the connection")
+            raise Dropped("the server closed the connection")
         self._buffer += chunk
 
     def _left(self, deadline: float) -> float:

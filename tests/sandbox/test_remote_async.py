@@ -13,7 +13,7 @@ import pytest
 from envgym.play.aio import areset, areset_many, astep, astep_many
 from envgym.play.policies import OraclePolicy
 from envgym.remote import RemoteEnv, RemoteEnvError
-from envgym.sandbox.aclient import AsyncSandboxClient
+from envgym.sandbox.akeepalive import AsyncKeepAliveClient
 from tests.sandbox.serving import Served, start_serve
 
 SESSIONS = 64
@@ -46,18 +46,18 @@ def test_64_remote_sessions_step_concurrently_from_one_loop(served: Served, monk
     tasks = _tasks()
     chosen = [tasks[i % len(tasks)] for i in range(SESSIONS)]
     in_flight, peak = 0, 0
-    real_request = AsyncSandboxClient.request
+    real_request = AsyncKeepAliveClient.request
 
-    async def counted(self: AsyncSandboxClient, method: str, path: str, **kw: Any) -> Any:
+    async def counted(self: AsyncKeepAliveClient, method: str, path: str, body: bytes = b"") -> Any:
         nonlocal in_flight, peak
         in_flight += 1
         peak = max(peak, in_flight)
         try:
-            return await real_request(self, method, path, **kw)
+            return await real_request(self, method, path, body)
         finally:
             in_flight -= 1
 
-    monkeypatch.setattr(AsyncSandboxClient, "request", counted)
+    monkeypatch.setattr(AsyncKeepAliveClient, "request", counted)
     envs = [RemoteEnv(served.url, token_file=served.token_file, timeout_s=120) for _ in range(SESSIONS)]
     policies = [OraclePolicy() for _ in envs]
 
