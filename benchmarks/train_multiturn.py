@@ -76,8 +76,9 @@ def main() -> int:
     parser.add_argument("--sampler", choices=["uniform", "pcl"], default="uniform", help="GRPO task sampling")
     parser.add_argument("--learning-rate", type=float, default=2e-5)
     parser.add_argument("--beta", type=float, default=0.0, help="KL coefficient to the policy as GRPO starts (after the warm start)")
-    parser.add_argument("--reward", choices=["env", "env+tools"], default="env",
-                        help="training reward: the verifiable one, or plus --tool-call-weight per needed tool call")
+    parser.add_argument("--reward", choices=["env", "env+tools", "env+program"], default="env",
+                        help="training reward: the verifiable one, or plus --tool-call-weight per needed tool call "
+                             "(env+tools) or per reference-solution call made in order (env+program)")
     parser.add_argument("--tool-call-weight", type=float, default=0.1)
     parser.add_argument("--temperature", type=float, default=1.0, help="rollout sampling temperature (held-out: greedy)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")

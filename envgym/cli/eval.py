@@ -61,7 +61,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     with episode_bar(f"eval {data.name}", total, enabled=not args.json) as on_episode:
         report = evaluate(env, _policy_factory(args), args.policy, runs=args.runs, tasks=tasks, attacks=attacks,
                           attack_runs=args.attack_runs, seed=args.seed, on_episode=on_episode,
-                          reward_source=build_reward_source(args.reward, args.judge_model, args.judge_weight))
+                          reward_source=build_reward_source(
+                              args.reward, args.judge_model, args.judge_weight,
+                              solutions={t.id: t.solution for t in data.tasks}))
     out = Path(args.out or f"runs/eval/{data.name}-{args.policy}")
     paths = report.write(out)
     summary: dict[str, Any] = {**report.summary(), "files": {k: str(v) for k, v in paths.items()}}

@@ -8,7 +8,7 @@ episodes of one task with it (the trainer's groups, eval's runs of a task).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -139,19 +139,27 @@ class ProgressReward:
         return [episode.reward + self.weight * getattr(episode, "tool_calls_needed", 0) for episode in episodes]
 
 
-REWARD_KINDS = ("env", "judge", "env+judge", "env+tools")
+REWARD_KINDS = ("env", "judge", "env+judge", "env+tools", "env+program")
 
 
 def build_reward_source(
-    kind: str, judge_model: str = "local", judge_weight: float = 0.5, tool_call_weight: float = 0.1
+    kind: str, judge_model: str = "local", judge_weight: float = 0.5, tool_call_weight: float = 0.1,
+    solutions: Mapping[str, Sequence[Any]] | None = None,
 ) -> RewardSource:
     """The source named by `kind`: 'env' (verifiable only), 'judge' (the judge's score), 'env+judge'
-    (`(1 - judge_weight) * env + judge_weight * judge`) or 'env+tools' (`env + tool_call_weight * needed calls`,
-    `ProgressReward`)."""
+    (`(1 - judge_weight) * env + judge_weight * judge`), 'env+tools' (`env + tool_call_weight * needed calls`,
+    `ProgressReward`) or 'env+program' (`env + tool_call_weight * reference calls made`, `ProgramReward`, which
+    needs the tasks' reference `solutions` by task id)."""
     if kind == "env":
         return EnvReward()
     if kind == "env+tools":
         return ProgressReward(tool_call_weight)
+    if kind == "env+program":
+        if solutions is None:
+            raise RewardConfigError("reward 'env+program' needs the tasks' reference solutions")
+        from envgym.rewards.program import ProgramReward
+
+        return ProgramReward(solutions, tool_call_weight)
     if kind not in REWARD_KINDS:
         raise RewardConfigError(f"unknown reward source {kind!r}; expected one of {REWARD_KINDS}")
     from envgym.llm import load_chat_model

@@ -12,7 +12,7 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 LossType = Literal["grpo", "bnpo", "dapo", "dr_grpo"]
-RewardKind = Literal["env", "judge", "env+judge", "env+tools"]
+RewardKind = Literal["env", "judge", "env+judge", "env+tools", "env+program"]
 SamplerKind = Literal["uniform", "pcl"]
 GenerationKind = Literal["local", "server"]
 ServerKind = Literal["transformers", "vllm", "sglang"]
@@ -139,11 +139,14 @@ class GRPOConfig:
     # --- rewards
     reward: RewardKind = _knob(  # noqa: RUF009 (a field() factory)
         "env",
-        "Reward source: the env's verifiable reward, the judge, both, or 'env+tools' (the verifiable reward plus "
-        "tool_call_weight per needed tool call: partial credit that ranks the failed episodes of a group; success "
-        "is still judged on the verifiable reward).",
+        "Reward source: the env's verifiable reward, the judge, both, 'env+tools' (the verifiable reward plus "
+        "tool_call_weight per needed tool call: partial credit that ranks the failed episodes of a group) or "
+        "'env+program' (plus tool_call_weight per call of the task's reference solution made in its order, also in "
+        "episodes cut short). Success is still judged on the verifiable reward.",
     )
-    tool_call_weight: float = _knob(0.1, "With reward 'env+tools': the reward of each needed tool call.")
+    tool_call_weight: float = _knob(
+        0.1, "With reward 'env+tools': the reward of each needed tool call; 'env+program': of each reference call made."
+    )
     judge_model: str = _knob("local", "Chat model spec of the judge (envgym.llm.load_chat_model).")
     judge_weight: float = _knob(0.5, "With reward 'env+judge': r = (1 - w) * env + w * judge.")
 

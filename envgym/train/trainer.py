@@ -90,13 +90,13 @@ class GRPOTrainer:
             lambda: make_env(config.env_id, config.env_server_url, config.env_server_token_file)
         )
         self.envs = [self.env_factory() for _ in range(config.group_size)]
-        self.reward_source = reward_source or build_reward_source(
-            config.reward, config.judge_model, config.judge_weight, config.tool_call_weight
-        )
         # A RemoteEnv shows observations only: the task list comes from the local copy of the environment.
         local = self.envs[0].unwrapped
         if not hasattr(local, "data"):
             local = make_env(config.env_id).unwrapped
+        solutions = {task.id: task.solution for task in local.data.tasks}  # for reward 'env+program'
+        self.reward_source = reward_source or build_reward_source(
+            config.reward, config.judge_model, config.judge_weight, config.tool_call_weight, solutions)
         task_ids = [task.id for task in local.data.tasks]
         if config.heldout_tasks >= len(task_ids):
             raise ValueError(
