@@ -86,7 +86,7 @@ class ProgramReward:
         scores = []
         for episode in episodes:
             task_id = getattr(episode, "task_id", None)
-            if task_id not in self.solutions:
+            if not isinstance(task_id, str) or task_id not in self.solutions:
                 raise RewardConfigError(f"ProgramReward: no reference solution for task {task_id!r}")
             made = reference_calls_made(episode.messages, self.solutions[task_id])
             scores.append(episode.reward + self.weight * made)
