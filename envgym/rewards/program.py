@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from envgym.protocol import parse_action
 from envgym.rewards.combine import RewardConfigError, Scored
 
 Call = tuple[str, tuple[tuple[str, str], ...]]
@@ -39,14 +40,16 @@ def _normalized(name: str, arguments: Any) -> Call | None:
 
 
 def calls_made(messages: Sequence[Mapping[str, Any]]) -> list[Call]:
-    """The tool calls of the assistant's messages, in order, as comparable keys (malformed ones left out)."""
+    """The tool calls of the assistant's messages, in order, as comparable keys (malformed ones left out). A message
+    may hold them as OpenAI `tool_calls` (the env's history) or as the model's own text (the trainer's token view of
+    the conversation): both are read the way the env reads an action (`envgym.protocol.parse_action`)."""
     out = []
     for message in messages:
         if message.get("role") != "assistant":
             continue
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {}
-            key = _normalized(str(function.get("name")), function.get("arguments"))
+        _, calls = parse_action(dict(message))
+        for call in calls:
+            key = None if call.error else _normalized(call.name, call.arguments)
             if key is not None:
                 out.append(key)
     return out

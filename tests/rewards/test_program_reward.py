@@ -13,6 +13,7 @@ import pytest
 import envgym  # noqa: F401  (registers envgym/* ids)
 from envgym.play.episode import EpisodeRun, Trajectory
 from envgym.play.policies import OraclePolicy
+from envgym.protocol.hermes import format_tool_call
 from envgym.rewards.combine import ProgressReward, RewardConfigError, build_reward_source
 from envgym.rewards.program import ProgramReward, reference_calls_made
 from envgym.train import GRPOConfig, GRPOTrainer
@@ -55,6 +56,32 @@ def test_episodes_cut_at_the_turn_cap_keep_the_reference_calls_they_made() -> No
     assert made == sorted(made) and made[0] == 0 and made[-1] >= 2  # further along, more credit
     assert source.score(cut) == pytest.approx([0.1 * n for n in made])
     assert ProgressReward(weight=0.1).score(cut) == [0.0] * 4  # 'env+tools' gives every cut episode 0
+
+
+def as_the_trainer_keeps_it(trajectory: Trajectory) -> Trajectory:
+    """The trainer's token view of the conversation: each assistant turn is the text the model wrote (its tool calls
+    in the chat template's format), not the env's parsed OpenAI `tool_calls`."""
+    messages = []
+    for m in trajectory.messages:
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            text = "".join(format_tool_call(c["function"]["name"], json.loads(c["function"]["arguments"]))
+                           for c in m["tool_calls"])
+            m = {"role": "assistant", "content": (m.get("content") or "") + text}
+        messages.append(m)
+    return Trajectory(trajectory.env_name, trajectory.task_id, messages, trajectory.tools, reward=trajectory.reward)
+
+
+def test_the_calls_count_in_the_trainers_text_view_of_the_conversation() -> None:
+    """Found in a training run: the trainer scores the conversation as the model wrote it, where a call is text, and
+    every episode got no credit (all groups of a failing task had zero variance)."""
+    cut = oracle_then_cut(3)
+    source = ProgramReward(solutions(), weight=0.1)
+    text_view = as_the_trainer_keeps_it(cut)
+    assert not any(m.get("tool_calls") for m in text_view.messages)
+    made = reference_calls_made(cut.messages, source.solutions[TASK])
+    assert made >= 2
+    assert reference_calls_made(text_view.messages, source.solutions[TASK]) == made
+    assert source.score([text_view]) == pytest.approx([0.1 * made])
 
 
 def test_a_finished_episode_scores_its_success_plus_every_reference_call() -> None:
