@@ -155,3 +155,51 @@ def test_a_call_cancelled_mid_answer_never_hands_its_answer_to_the_next_call() -
     assert asyncio.run(main()) == b'"fresh"'
     assert len(connections) == 2
     listener.close()
+
+
+def test_an_answer_that_arrives_in_pieces_is_put_together() -> None:
+    """Head and body split across many small writes (a slow link, a proxy): each call still gets its whole body."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    bodies = [json.dumps({"n": n, "pad": "x" * 3000}).encode() for n in range(2)]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for body in bodies:
+            conn.recv(65536)
+            answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+                len(body), body)
+            for cut in (5, 17, 40, 41, 60, 900, len(answer)):  # inside the status line, the head's end, the body
+                conn.sendall(answer[:cut])
+                answer = answer[cut:]
+                time.sleep(0.01)
+                if not answer:
+                    break
+        conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    client = _client(listener.getsockname()[1])
+
+    async def main() -> list[bytes]:
+        return [await client.request("POST", "/v1/a", b"{}") for _ in bodies]
+
+    assert asyncio.run(main()) == bodies
+    listener.close()
+
+
+def test_a_head_without_end_is_refused_once_over_the_limit() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        for _ in range(2):  # the first attempt and its one resend
+            conn, _ = listener.accept()
+            conn.recv(65536)
+            with contextlib.suppress(OSError):
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Junk: " + b"y" * (80 << 10))
+            time.sleep(0.5)
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    with pytest.raises(SandboxUnavailableError, match="response head over 65536 bytes"):
+        asyncio.run(_client(listener.getsockname()[1], timeout_s=20).request("POST", "/v1/a", b"{}"))
+    listener.close()
