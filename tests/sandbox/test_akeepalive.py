@@ -1,4 +1,5 @@
-"""The asyncio keep-alive client against hand-written servers: resends, typed errors, time bounds, cancellation."""
+"""The asyncio keep-alive client against hand-written servers: resends, typed errors, time bounds, cancellation,
+answers that arrive in pieces, and a head that never ends."""
 
 from __future__ import annotations
 
