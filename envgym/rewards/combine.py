@@ -10,13 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
+
+from envgym.rewards.source import RewardConfigError, RewardSource, Scored
 
 CombineMode = Literal["gate", "weighted", "verifiable", "judge"]
-
-
-class RewardConfigError(ValueError):
-    """A reward setting or input outside its documented range (the message names it and what was expected)."""
 
 
 COMBINE_MODES: tuple[CombineMode, ...] = ("gate", "weighted", "verifiable", "judge")
@@ -65,22 +63,6 @@ def combine_rewards(
 def _check_unit(name: str, value: float) -> None:
     if not (math.isfinite(value) and 0.0 <= value <= 1.0):
         raise RewardConfigError(f"combine_rewards: {name} reward must be a number in [0, 1], got {value!r}")
-
-
-class Scored(Protocol):
-    """What a reward source reads from an episode (`envgym.play.episode.Trajectory` has it)."""
-
-    reward: float
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
-
-
-class RewardSource(Protocol):
-    """Scores the episodes of one group (same task), one float each, in order."""
-
-    name: str
-
-    def score(self, episodes: Sequence[Scored]) -> list[float]: ...
 
 
 @dataclass

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envgym.protocol import parse_action
-from envgym.rewards.combine import RewardConfigError, Scored
+from envgym.rewards.source import RewardConfigError, Scored
 
 Call = tuple[str, tuple[tuple[str, str], ...]]
 
