@@ -93,6 +93,9 @@ class ToolWorldEnv(gym.Env[str, Any]):
     """A tool-use episode over a stateful world (see the module docstring for the contract)."""
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 (gymnasium declares it an instance attribute)
+    # `info["messages"]` is one list per episode that steps only append to: an env server may send a client only
+    # the new messages (see envgym.sandbox.wire, info deltas).
+    info_messages_append_only = True
 
     def __init__(
         self,

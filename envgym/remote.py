@@ -51,38 +51,75 @@ def read_token(path: str) -> str:
 
 def decode_reset(raw: bytes) -> tuple[Any, dict[str, Any]]:
     """(observation, info) of an `EnvResetResult` body."""
-    data = _plain(raw, 2)
-    if data is not None and type(data.get("info")) is dict and "observation" in data:
-        return data["observation"], data["info"]
-    result = EnvResetResult.model_validate_json(raw)
-    return result.observation, result.info
+    obs, info, _ = _reset_fields(raw)
+    return obs, info
 
 
 def decode_step(raw: bytes) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-    """(observation, reward, terminated, truncated, info) of an `EnvStepResult` body."""
-    data = _plain(raw, 5)
+    """(observation, reward, terminated, truncated, info) of an `EnvStepResult` body (info as sent: a delta's info
+    holds only its new messages; `RemoteEnv` puts the rest back)."""
+    obs, reward, terminated, truncated, info, _ = _step_fields(raw)
+    return obs, reward, terminated, truncated, info
+
+
+_RESET_KEYS = frozenset(EnvResetResult.model_fields)
+_STEP_KEYS = frozenset(EnvStepResult.model_fields)
+
+
+def _reset_fields(raw: bytes) -> tuple[Any, dict[str, Any], int | None]:
+    data = _parsed(raw)
     if (
         data is not None
+        and data.keys() <= _RESET_KEYS
+        and type(data.get("info")) is dict
+        and "observation" in data
+        and type(data.get("episode", 0)) is int
+    ):
+        return data["observation"], data["info"], data.get("episode")
+    result = EnvResetResult.model_validate_json(raw)
+    return result.observation, result.info, result.episode
+
+
+def _step_fields(raw: bytes) -> tuple[Any, float, bool, bool, dict[str, Any], dict[str, Any]]:
+    """The step's five values and its delta fields (episode, messages_from, tools_held; empty when absent)."""
+    data = _parsed(raw)
+    if (
+        data is not None
+        and data.keys() <= _STEP_KEYS
         and type(data.get("reward")) is float
         and type(data.get("terminated")) is bool
         and type(data.get("truncated")) is bool
         and type(data.get("info")) is dict
         and "observation" in data
+        and type(data.get("episode", 0)) is int
+        and type(data.get("messages_from", 0)) is int
+        and type(data.get("tools_held", False)) is bool
     ):
-        return data["observation"], data["reward"], data["terminated"], data["truncated"], data["info"]
+        return data["observation"], data["reward"], data["terminated"], data["truncated"], data["info"], data
     result = EnvStepResult.model_validate_json(raw)
-    return result.observation, result.reward, result.terminated, result.truncated, result.info
+    delta = result.model_dump(include={"episode", "messages_from", "tools_held"}, exclude_none=True)
+    return result.observation, result.reward, result.terminated, result.truncated, result.info, delta
 
 
-def _plain(raw: bytes, fields: int) -> dict[str, Any] | None:
-    """The body as parsed JSON when it is an object of `fields` keys; the callers check the types themselves, and
-    anything else (non-finite rewards sent as strings, a malformed body) takes the model's path, which converts what
-    it may and names what is wrong. Validating every step through the model cost as much CPU as a retail step."""
+def _parsed(raw: bytes) -> dict[str, Any] | None:
+    """The body as parsed JSON when it is an object; the callers check the keys and types themselves, and anything
+    else (non-finite rewards sent as strings, a malformed body) takes the model's path, which converts what it may
+    and names what is wrong. Validating every step through the model cost as much CPU as a retail step."""
     try:
         data = from_json(raw)
     except ValueError:
         return None
-    return data if type(data) is dict and len(data) == fields else None
+    return data if type(data) is dict else None
+
+
+class _Held:
+    """What a session holds of its episode's info for the server's deltas (see envgym.sandbox.wire): the episode
+    number, the conversation so far (this client's own list: the caller gets a copy every step) and the tools."""
+
+    __slots__ = ("episode", "messages", "tools")
+
+    def __init__(self, episode: int, messages: list[Any], tools: Any) -> None:
+        self.episode, self.messages, self.tools = episode, list(messages), tools
 
 
 class _Transport(Protocol):
@@ -136,6 +173,8 @@ class RemoteEnv(gym.Env[Any, Any]):
                 raise RemoteEnvError("RemoteEnv: give token or token_file, not both")
             token = read_token(token_file)
         self._token, self._timeout_s = token, timeout_s
+        self._ask_info_delta = True  # until a server refuses it
+        self._held: _Held | None = None
         self._client: _Transport | None
         if client is not None:
             self._client = _SandboxTransport(client)
@@ -174,23 +213,84 @@ class RemoteEnv(gym.Env[Any, Any]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
-        body = {"seed": seed, "options": options}
-        return decode_reset(self._call("reset", f"/v1/env/sessions/{self.session_id}/reset", body))
+        path = f"/v1/env/sessions/{self.session_id}/reset"
+        try:
+            return self._reset_done(self._call("reset", path, self._reset_body(seed, options)))
+        except RemoteEnvError as exc:
+            if not self._older_server(exc):
+                raise
+        return self._reset_done(self._call("reset", path, self._reset_body(seed, options)))
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        return decode_step(self._call("step", f"/v1/env/sessions/{self.session_id}/step", {"action": action}))
+        path = f"/v1/env/sessions/{self.session_id}/step"
+        return self._step_done(self._call("step", path, self._step_body(action)))
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         """`reset` over asyncio HTTP: the event loop runs other work while the server answers."""
         super().reset(seed=seed)
-        body = {"seed": seed, "options": options}
-        return decode_reset(await self._acall("reset", f"/v1/env/sessions/{self.session_id}/reset", body))
+        path = f"/v1/env/sessions/{self.session_id}/reset"
+        try:
+            return self._reset_done(await self._acall("reset", path, self._reset_body(seed, options)))
+        except RemoteEnvError as exc:
+            if not self._older_server(exc):
+                raise
+        return self._reset_done(await self._acall("reset", path, self._reset_body(seed, options)))
 
     async def astep(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """`step` over asyncio HTTP: the event loop runs other work while the server answers."""
-        return decode_step(await self._acall("step", f"/v1/env/sessions/{self.session_id}/step", {"action": action}))
+        path = f"/v1/env/sessions/{self.session_id}/step"
+        return self._step_done(await self._acall("step", path, self._step_body(action)))
+
+    # Info deltas (envgym.sandbox.wire): asked for at every reset, used when the server answers with an episode.
+    def _reset_body(self, seed: int | None, options: dict[str, Any] | None) -> dict[str, Any]:
+        self._held = None
+        body: dict[str, Any] = {"seed": seed, "options": options}
+        if self._ask_info_delta:
+            body["info_delta"] = True
+        return body
+
+    def _older_server(self, exc: RemoteEnvError) -> bool:
+        """Whether `exc` is a server without info deltas refusing the request for them (then never ask again)."""
+        if self._ask_info_delta and "InvalidRequestError" in str(exc) and "info_delta" in str(exc):
+            self._ask_info_delta = False
+            return True
+        return False
+
+    def _reset_done(self, raw: bytes) -> tuple[Any, dict[str, Any]]:
+        obs, info, episode = _reset_fields(raw)
+        self._hold(info, episode)
+        return obs, info
+
+    def _hold(self, info: dict[str, Any], episode: int | None) -> None:
+        messages = info.get("messages")
+        self._held = _Held(episode, messages, info.get("tools")) if episode is not None and type(messages) is list else None
+
+    def _step_body(self, action: Any) -> dict[str, Any]:
+        held = self._held
+        if held is None:
+            return {"action": action}
+        return {"action": action, "held": {"episode": held.episode, "messages": len(held.messages)}}
+
+    def _step_done(self, raw: bytes) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info, delta = _step_fields(raw)
+        episode, start = delta.get("episode"), delta.get("messages_from")
+        if start is not None:
+            held, messages = self._held, info.get("messages")
+            if held is None or held.episode != episode or start != len(held.messages) or type(messages) is not list:
+                self._held = None
+                raise RemoteEnvError(
+                    f"RemoteEnv({self.url}).step: the server sent the messages from {start} on, which do not extend "
+                    "the ones this client holds; reset the env"
+                )
+            held.messages += messages
+            info["messages"] = list(held.messages)
+            if delta.get("tools_held"):
+                info["tools"] = held.tools
+        else:
+            self._hold(info, episode)
+        return obs, reward, terminated, truncated, info
 
     async def aclose(self) -> None:
         """`close` from an event loop: ends the session without blocking the loop."""

@@ -222,10 +222,11 @@ class Router:
 
     def _env_reset(self, r: Request) -> Response:
         req = r.model(EnvReset)
-        return Response(200, self._env().reset(r.match.group(1), req.seed, req.options))
+        return Response(200, self._env().reset(r.match.group(1), req.seed, req.options, req.info_delta))
 
     def _env_step(self, r: Request) -> Response:
-        return Response(200, self._env().step(r.match.group(1), r.model(EnvStep).action))
+        req = r.model(EnvStep)
+        return Response(200, self._env().step(r.match.group(1), req.action, req.held))
 
     def _env_close(self, r: Request) -> Response:
         self._env().close(r.match.group(1))

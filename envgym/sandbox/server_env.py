@@ -22,7 +22,7 @@ from pydantic_core import PydanticSerializationError, to_json
 
 from envgym.sandbox.errors import EnvHostError, InvalidRequestError, NotFoundError
 from envgym.sandbox.waits import WaitWatch
-from envgym.sandbox.wire import EnvCreate, EnvResetResult, EnvSessionInfo, EnvStepResult
+from envgym.sandbox.wire import EnvCreate, EnvResetResult, EnvSessionInfo, EnvStepResult, HeldInfo
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -57,7 +57,9 @@ def encode_result(cls: type[EnvResetResult] | type[EnvStepResult], **fields: Any
     floats as strings, like the model's own config); only when one of them is not plain JSON (numpy) are they
     converted by `jsonable` first. Walking every value in Python on every step (an old way) cost as much as
     retail's whole step, and building the model to dump it cost more than writing the dict."""
-    assert fields.keys() == cls.model_fields.keys(), f"{cls.__name__} fields: {sorted(fields)}"
+    assert fields.keys() <= cls.model_fields.keys() and all(
+        name in fields for name, f in cls.model_fields.items() if f.is_required()
+    ), f"{cls.__name__} fields: {sorted(fields)}"
     try:
         return to_json(fields, inf_nan_mode="strings")
     except PydanticSerializationError:
@@ -71,8 +73,10 @@ class EnvSessions(Protocol):
 
     def create(self, req: EnvCreate) -> EnvSessionInfo: ...
     def runs_inline(self, session_id: str) -> bool: ...
-    def reset(self, session_id: str, seed: int | None, options: dict[str, Any] | None) -> bytes: ...
-    def step(self, session_id: str, action: Any) -> bytes: ...
+    def reset(
+        self, session_id: str, seed: int | None, options: dict[str, Any] | None, info_delta: bool = False
+    ) -> bytes: ...
+    def step(self, session_id: str, action: Any, held: HeldInfo | None = None) -> bytes: ...
     def close(self, session_id: str) -> None: ...
     def reap_idle(self) -> int: ...
     def close_all(self) -> None: ...
@@ -84,6 +88,34 @@ class _EnvSession:
     env_id: str
     lock: threading.Lock = field(default_factory=threading.Lock)
     last_used: float = field(default_factory=time.monotonic)
+    # Info deltas (see envgym.sandbox.wire): the episode number last sent, and the message list and tool list the
+    # client was last sent in full (by identity: an append-only list grows in place).
+    episode: int = 0
+    sent_messages: Any = None
+    sent_tools: Any = None
+
+    def sent_whole(self, info: dict[str, Any]) -> int:
+        """Record `info` as sent in full; returns its new episode number."""
+        self.episode += 1
+        self.sent_messages, self.sent_tools = info.get("messages"), info.get("tools")
+        return self.episode
+
+    def delta(self, info: dict[str, Any], held: HeldInfo) -> tuple[dict[str, Any], dict[str, Any]]:
+        """`info` cut to what a client holding `held` lacks, and the answer's delta fields; `info` whole (and a new
+        episode) when the client's copy is not one this session can extend."""
+        messages = info.get("messages")
+        if (
+            held.episode != self.episode
+            or type(messages) is not list
+            or messages is not self.sent_messages
+            or held.messages > len(messages)
+            or not getattr(self.env.unwrapped, "info_messages_append_only", False)
+        ):
+            return info, {"episode": self.sent_whole(info)}
+        tools_held = info.get("tools") is self.sent_tools and "tools" in info
+        cut = {k: (messages[held.messages :] if k == "messages" else None if k == "tools" and tools_held else v)
+               for k, v in info.items()}
+        return cut, {"episode": self.episode, "messages_from": held.messages, "tools_held": tools_held}
 
 
 class EnvHost:
@@ -187,14 +219,28 @@ class EnvHost:
         session.last_used = time.monotonic()
         return session
 
-    def reset(self, session_id: str, seed: int | None, options: dict[str, Any] | None) -> bytes:
+    def reset(
+        self, session_id: str, seed: int | None, options: dict[str, Any] | None, info_delta: bool = False
+    ) -> bytes:
         session = self._get(session_id)
-        obs, info = self._watched(session, "reset", lambda: session.env.reset(seed=seed, options=options))
-        return encode_result(EnvResetResult, observation=obs, info=info)
 
-    def step(self, session_id: str, action: Any) -> bytes:
+        def reset() -> tuple[Any, dict[str, Any], dict[str, Any]]:
+            obs, info = session.env.reset(seed=seed, options=options)
+            return obs, info, {"episode": session.sent_whole(info)} if info_delta else {}
+
+        obs, info, fields = self._watched(session, "reset", reset)
+        return encode_result(EnvResetResult, observation=obs, info=info, **fields)
+
+    def step(self, session_id: str, action: Any, held: HeldInfo | None = None) -> bytes:
         session = self._get(session_id)
-        obs, reward, terminated, truncated, info = self._watched(session, "step", lambda: session.env.step(action))
+
+        def step() -> tuple[Any, Any, Any, Any, dict[str, Any], dict[str, Any]]:
+            obs, reward, terminated, truncated, info = session.env.step(action)
+            if held is None:
+                return obs, reward, terminated, truncated, info, {}
+            return obs, reward, terminated, truncated, *session.delta(info, held)
+
+        obs, reward, terminated, truncated, info, fields = self._watched(session, "step", step)
         return encode_result(
             EnvStepResult,
             observation=obs,
@@ -202,6 +248,7 @@ class EnvHost:
             terminated=bool(terminated),
             truncated=bool(truncated),
             info=info,
+            **fields,
         )
 
     def _watched(self, session: _EnvSession, what: str, call: Callable[[], T]) -> T:

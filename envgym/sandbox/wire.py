@@ -132,9 +132,20 @@ class EnvSessionInfo(_Body):
     port: int | None = None
 
 
+# Info deltas. A tool world's `info` carries the whole conversation and the tool list on every step (5 KB a
+# retail step, growing), while a client already holds all of it but the newest messages. A client that asks for
+# deltas at reset (`EnvReset.info_delta`) gets an episode number (`EnvResetResult.episode`) and then names, in each
+# step, what it holds (`EnvStep.held`); the step's answer carries `info["messages"]` from `messages_from` on only
+# and `info["tools"]` as null with `tools_held` when the client's copy stands. The server sends a delta only for an
+# environment that declares its info's message list append-only (`info_messages_append_only`) and only while the
+# list it sends from is the one the client holds (the same episode and list object); anything else is sent whole
+# with a new episode number, so a client that missed an answer (a timeout) is put right by the next one.
+
+
 class EnvReset(_Body):
     seed: int | None = None
     options: dict[str, Any] | None = None
+    info_delta: bool = False
 
 
 class EnvResetResult(_Body):
@@ -142,10 +153,19 @@ class EnvResetResult(_Body):
 
     observation: Any
     info: dict[str, Any]
+    episode: int | None = None  # set when the reset asked for info deltas
+
+
+class HeldInfo(_Body):
+    """What a client holds of its episode's info: the episode number last sent to it and how many messages."""
+
+    episode: int = Field(ge=0)
+    messages: int = Field(ge=0)
 
 
 class EnvStep(_Body):
     action: Any
+    held: HeldInfo | None = None
 
 
 class EnvStepResult(_Body):
@@ -156,6 +176,10 @@ class EnvStepResult(_Body):
     terminated: bool
     truncated: bool
     info: dict[str, Any]
+    # Set only in answer to a step that named what it `held`:
+    episode: int | None = None
+    messages_from: int | None = None  # info["messages"] holds the items from this index on
+    tools_held: bool = False  # info["tools"] is null: the client's copy stands
 
 
 class ErrorBody(_Body):

@@ -30,7 +30,7 @@ from typing import Any
 
 from envgym.sandbox.errors import NotFoundError
 from envgym.sandbox.keepalive import KeepAliveClient
-from envgym.sandbox.wire import EnvCreate, EnvSessionInfo
+from envgym.sandbox.wire import EnvCreate, EnvSessionInfo, HeldInfo
 
 # A create runs gymnasium.make on the worker; its first one also imports the environments.
 _FORWARD_TIMEOUT_S = 120.0
@@ -174,12 +174,14 @@ class WorkerHost:
     def runs_inline(self, session_id: str) -> bool:
         return False  # a forwarded call waits for its worker
 
-    def reset(self, session_id: str, seed: int | None, options: dict[str, Any] | None) -> bytes:
-        body = json.dumps({"seed": seed, "options": options}).encode()
+    def reset(
+        self, session_id: str, seed: int | None, options: dict[str, Any] | None, info_delta: bool = False
+    ) -> bytes:
+        body = json.dumps({"seed": seed, "options": options, "info_delta": info_delta}).encode()
         return self._owner(session_id).call("POST", f"/v1/env/sessions/{session_id}/reset", body)
 
-    def step(self, session_id: str, action: Any) -> bytes:
-        body = json.dumps({"action": action}).encode()
+    def step(self, session_id: str, action: Any, held: HeldInfo | None = None) -> bytes:
+        body = json.dumps({"action": action, "held": held.model_dump() if held is not None else None}).encode()
         return self._owner(session_id).call("POST", f"/v1/env/sessions/{session_id}/step", body)
 
     def close(self, session_id: str) -> None:
