@@ -131,21 +131,21 @@ def env_server_throughput(
     progress: Progress, env_id: str, sessions: int, steps: int, workers: int, rounds: int
 ) -> dict[str, Any]:
     """Steps/s and step latency of `sessions` RemoteEnvs on `envgym serve --workers N` against the same number of
-    in-process envs, in interleaved rounds so all see the same load on a shared machine. The server is driven two
+    in-process envs, in interleaved rounds so all see the same load on a shared machine. The server is driven three
     ways: one client thread per session (`env.step`), and one event loop stepping every session at once
-    (`env.astep`, as `envgym.play.aio.astep_many` does). The ratios are best round against best round (load only
-    slows things down); each round's is printed. CPU microseconds per step, which load disturbs far less than
+    (`env.astep`, as `envgym.play.aio.astep_many` does), asyncio's own loop and uvloop's. The ratios are best round
+    against best round (load only slows things down); each round's is printed, and their median. CPU microseconds per step, which load disturbs far less than
     steps/s, say where a step's time goes: in-process, and for the server this (client) process and the worker
     processes together."""
-    task = progress.add_task(f"env server, {env_id}, {sessions} sessions", total=3 * rounds)
+    modes = ("threads", "asyncio", "uvloop")
+    task = progress.add_task(f"env server, {env_id}, {sessions} sessions", total=(1 + len(modes)) * rounds)
     server = start_server(env_id, workers)
     local_envs = [[gym.make(env_id)] for _ in range(sessions)]
     remote_envs = [[RemoteEnv(server.url, token_file=server.token_file)] for _ in range(sessions)]
     local: list[float] = []
-    remote: dict[str, list[float]] = {"threads": [], "asyncio": []}
-    latencies: dict[str, list[float]] = {"threads": [], "asyncio": []}
-    cpu = {"in_process": 0.0, "client_threads": 0.0, "workers_threads": 0.0, "client_asyncio": 0.0,
-           "workers_asyncio": 0.0}
+    remote: dict[str, list[float]] = {mode: [] for mode in modes}
+    latencies: dict[str, list[float]] = {mode: [] for mode in modes}
+    cpu = {"in_process": 0.0} | {f"{side}_{mode}": 0.0 for mode in modes for side in ("client", "workers")}
     pids = server.worker_pids()
     try:
         for _ in range(rounds):
@@ -153,12 +153,13 @@ def env_server_throughput(
             local.append(drive(local_envs, steps)["steps_per_s"])
             cpu["in_process"] += cpu_s() - started
             progress.advance(task)
-            for mode in ("threads", "asyncio"):
+            for mode in modes:
                 started, serving = cpu_s(), sum(cpu_s(pid) for pid in pids)
                 if mode == "threads":
                     result = drive(remote_envs, steps, latencies=latencies[mode])
                 else:
-                    result = drive_async([env for (env,) in remote_envs], steps, latencies=latencies[mode])
+                    envs = [env for (env,) in remote_envs]
+                    result = drive_async(envs, steps, latencies=latencies[mode], uvloop=mode == "uvloop")
                 remote[mode].append(result["steps_per_s"])
                 cpu[f"client_{mode}"] += cpu_s() - started
                 cpu[f"workers_{mode}"] += sum(cpu_s(pid) for pid in pids) - serving
@@ -168,22 +169,20 @@ def env_server_throughput(
             for (env,) in envs:
                 env.close()
         server.stop()
-    threads, aio = (latency_summary(latencies[mode], 1.0) for mode in ("threads", "asyncio"))
-    return {
-        "env": env_id,
-        "sessions": sessions,
-        "workers": workers,
-        "in_process_steps_per_s": local,
-        "server_steps_per_s": remote["threads"],
-        "server_step_p50_ms": threads["p50_ms"],
-        "server_step_p99_ms": threads["p99_ms"],
-        "ratio_per_round": [round(r / x, 3) for r, x in zip(remote["threads"], local, strict=True)],
-        "server_over_in_process": round(max(remote["threads"]) / max(local), 3),
-        "asyncio_client_steps_per_s": remote["asyncio"],
-        "asyncio_client_step_p50_ms": aio["p50_ms"],
-        "asyncio_client_step_p99_ms": aio["p99_ms"],
-        "asyncio_client_ratio_per_round": [round(r / x, 3) for r, x in zip(remote["asyncio"], local, strict=True)],
-        "asyncio_client_over_in_process": round(max(remote["asyncio"]) / max(local), 3),
+    result: dict[str, Any] = {"env": env_id, "sessions": sessions, "workers": workers, "in_process_steps_per_s": local}
+    for mode in modes:  # the thread-per-session keys keep their first names: earlier results use them
+        prefix = "server" if mode == "threads" else f"{mode}_client"
+        ratios = [round(r / x, 3) for r, x in zip(remote[mode], local, strict=True)]
+        summary = latency_summary(latencies[mode], 1.0)
+        result |= {
+            f"{prefix}_steps_per_s": remote[mode],
+            f"{prefix}_step_p50_ms": summary["p50_ms"],
+            f"{prefix}_step_p99_ms": summary["p99_ms"],
+            "ratio_per_round" if mode == "threads" else f"{prefix}_ratio_per_round": ratios,
+            f"{prefix}_over_in_process": round(max(remote[mode]) / max(local), 3),
+            f"{prefix}_median_round_ratio": round(statistics.median(ratios), 3),
+        }
+    return result | {
         "cpu_us_per_step": {k: round(1e6 * v / (rounds * steps * sessions), 1) for k, v in cpu.items()},
     }
 
@@ -201,6 +200,8 @@ def main() -> int:
         help="run one half only (cold-start: docker cold start and warm-pool acquire only)",
     )
     parser.add_argument("--samples", type=int, help="cold starts (and acquires) to time (default 20, --quick 5)")
+    parser.add_argument("--rounds", type=int, help="env-server rounds of each mode (default 4, --quick 2)")
+    parser.add_argument("--steps", type=int, help="env-server steps a session takes a round (default 20, --quick 10)")
     args = parser.parse_args()
     n = args.samples or (5 if args.quick else 20)
     from envgym.sandbox.image import ensure_image
@@ -221,9 +222,9 @@ def main() -> int:
         if args.only not in ("docker", "cold-start"):
             for env_id, goal in GOALS.items():
                 key = f"env_server_{env_id.split('/')[1]}"
-                results[key] = env_server_throughput(
-                    progress, env_id, 64, 10 if args.quick else 20, args.workers, 2 if args.quick else 4
-                )
+                steps = args.steps or (10 if args.quick else 20)
+                rounds = args.rounds or (2 if args.quick else 4)
+                results[key] = env_server_throughput(progress, env_id, 64, steps, args.workers, rounds)
                 results[key]["goal"] = f">= {goal}"
     results["load_after"] = os.getloadavg()
     if args.json:

@@ -81,9 +81,12 @@ def latency_summary(latencies: list[float], elapsed: float) -> dict[str, float]:
     }
 
 
-def drive_async(envs: list[Any], steps: int, latencies: list[float] | None = None) -> dict[str, float]:
+def drive_async(
+    envs: list[Any], steps: int, latencies: list[float] | None = None, uvloop: bool = False
+) -> dict[str, float]:
     """`drive` from one event loop instead of threads: one coroutine per env (`RemoteEnv.areset` / `astep`), all
-    stepped at once. Resets before the clock starts; an episode that ends is reset (not timed)."""
+    stepped at once. Resets before the clock starts; an episode that ends is reset (not timed). `uvloop`: on
+    uvloop's event loop instead of asyncio's own."""
     import asyncio
 
     flat: list[float] = []
@@ -103,7 +106,13 @@ def drive_async(envs: list[Any], steps: int, latencies: list[float] | None = Non
         await asyncio.gather(*(run(env, seed) for seed, env in enumerate(envs)))
         return time.perf_counter() - started
 
-    elapsed = asyncio.run(main())
+    if uvloop:
+        import uvloop as uv
+
+        with asyncio.Runner(loop_factory=uv.new_event_loop) as runner:
+            elapsed = runner.run(main())
+    else:
+        elapsed = asyncio.run(main())
     if latencies is not None:
         latencies += flat
     return latency_summary(flat, elapsed)

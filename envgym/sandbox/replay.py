@@ -39,29 +39,33 @@ class RequestKey:
 @dataclass
 class _Entry:
     fingerprint: str
-    response: Response | None = None
-    done: threading.Event | None = None
+    response: Response | None = None  # None while its first attempt runs
 
 
 class ReplayCache:
-    """Responses by request id; a retry that arrives while the first attempt still runs waits for it."""
+    """Responses by request id; a retry that arrives while the first attempt still runs waits for it.
+
+    Retries that wait are rare, so they share one condition (notified when any attempt ends) rather than each
+    request making an event of its own: that cost a lock and a condition a request.
+    """
 
     def __init__(self, slots: int = _SLOTS, max_bytes: int = _MAX_BYTES) -> None:
         self._slots = slots
         self._max_bytes = max_bytes
         self._bytes = 0
         self._lock = threading.Lock()
+        self._ended = threading.Condition(self._lock)
+        self._waiting = 0  # retries waiting on `_ended`
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
 
     def run(self, key: RequestKey, what: str, compute: Callable[[], Response]) -> Response:
         """`compute()` once per key; `what` ("POST /v1/exec") names the request in a conflict."""
         slot = (key.credentials, key.request_id)
-        while True:
-            with self._lock:
+        with self._lock:
+            while True:
                 entry = self._entries.get(slot)
                 if entry is None:
-                    entry = _Entry(key.fingerprint, done=threading.Event())
-                    self._entries[slot] = entry
+                    entry = self._entries[slot] = _Entry(key.fingerprint)
                     break
                 if entry.fingerprint != key.fingerprint:
                     raise ConflictError(
@@ -70,23 +74,24 @@ class ReplayCache:
                     )
                 if entry.response is not None:
                     return entry.response
-                waiter = entry.done
-            assert waiter is not None
-            waiter.wait()
-        assert entry.done is not None
-        done = entry.done
+                self._waiting += 1  # the first attempt is running; it may also fail and leave the slot free
+                try:
+                    self._ended.wait()
+                finally:
+                    self._waiting -= 1
         try:
             response = compute()
         except BaseException:
             with self._lock:
                 self._entries.pop(slot, None)
-            done.set()
+                self._ended.notify_all()
             raise
         with self._lock:
-            entry.response, entry.done = response, None
+            entry.response = response
             self._bytes += len(response.body)
             self._evict()
-        done.set()
+            if self._waiting:
+                self._ended.notify_all()
         return response
 
     def _evict(self) -> None:

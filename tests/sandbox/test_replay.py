@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 
 import pytest
 
@@ -66,3 +68,29 @@ def test_a_running_request_is_never_evicted_and_its_retry_waits_for_it() -> None
     first.join(10)
     retry.join(10)
     assert answers == [b"slow"]
+
+
+def test_a_retry_waiting_on_a_first_attempt_that_fails_runs_itself() -> None:
+    cache = ReplayCache()
+    release, started = threading.Event(), threading.Event()
+
+    def failing() -> Response:
+        started.set()
+        release.wait(10)
+        raise RuntimeError("the first attempt failed")
+
+    def first_attempt() -> None:
+        with contextlib.suppress(RuntimeError):
+            cache.run(key("k"), "POST", failing)
+
+    first = threading.Thread(target=first_attempt)
+    first.start()
+    started.wait(10)
+    answers: list[bytes] = []
+    retry = threading.Thread(target=lambda: answers.append(cache.run(key("k"), "POST", lambda: Response(200, b"2")).body))
+    retry.start()
+    time.sleep(0.05)  # let the retry reach its wait (the test holds either way: a late retry finds the slot free)
+    release.set()
+    first.join(10)
+    retry.join(10)
+    assert answers == [b"2"]
