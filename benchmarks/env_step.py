@@ -2,13 +2,15 @@
 
 Baseline: parse the same JSON call, call a plain function over a dict, json.dumps the result. Goal: the env
 within 3x of the baseline. Second line: the guard's per-step overhead on the workspace (guard on vs off over the
-same episode of an untrusted read, a trusted lookup and a judged send), goal under 25%.
+same episode of an untrusted read, a trusted lookup and a judged send), goal under 25%. `env_collector_share`: the
+part of the env's CPU time spent in the cycle collector.
 Run: python benchmarks/env_step.py [--seconds S]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import re
 import time
@@ -44,6 +46,26 @@ def rates(a: Callable[[], object], b: Callable[[], object], seconds: float, roun
     return best_a, best_b
 
 
+def collector_share(fn: Callable[[], object], seconds: float) -> float:
+    """The share of `fn`'s CPU time spent in CPython's cycle collector (its collections, timed by gc.callbacks):
+    what an episode keeps per step is traversed by every later collection, the full ones walking the whole heap."""
+    spent, started = [0.0], [0.0]
+
+    def timer(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.process_time()
+        else:
+            spent[0] += time.process_time() - started[0]
+
+    gc.callbacks.append(timer)
+    try:
+        start = time.process_time()
+        window(fn, seconds)
+        return spent[0] / (time.process_time() - start)
+    finally:
+        gc.callbacks.remove(timer)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=6.0)
@@ -72,10 +94,12 @@ def main() -> None:
 
     base, steps = rates(baseline, stepper(env), args.seconds)
     base2, bare_steps = rates(baseline, stepper(bare), args.seconds)
+    share = collector_share(stepper(env), args.seconds / 4)
     print(json.dumps({
         "baseline_calls_per_s": round(base), "env_steps_per_s": round(steps),
         "ratio_baseline_over_env": round(base / steps, 2),
         "bare_env_steps_per_s": round(bare_steps), "ratio_baseline_over_bare_env": round(base2 / bare_steps, 2),
+        "env_collector_share": round(share, 3),
         "note": "env: defaults (guard and per-tool-call rewards on); bare: guard=False, tool_rewards=False; CPU time",
         "goal": "<= 3.0",
     }))

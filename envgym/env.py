@@ -84,7 +84,7 @@ from envgym.users import STOP, LLMUser, ScriptedUser, UserSimulator
 from envgym.world.errors import EnvConfigError
 from envgym.world.spec import TaskSpec, WorldSpec
 from envgym.world.state import WorldState
-from envgym.world.tools import FaultLedger, ToolErrorKind, ToolResult, resolve_python
+from envgym.world.tools import FaultLedger, ResultLog, ToolErrorKind, ToolResult, resolve_python
 
 _log = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
         self.task: TaskSpec | None = None
         self.user: UserSimulator | None = None
         self.messages: list[dict[str, Any]] = []
-        self.tool_results: list[ToolResult] = []
+        self.tool_results = ResultLog()
         self.calls = ToolCallLog(self._write_tools, self._target_state)
         self.steps = 0
         self._rng = random.Random()
@@ -193,7 +193,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
         self.security.start(self.state, self.task, options.get("attack", self.security.fixed_attack))
         self.user = self._make_user(self.task)
         self.steps = 0
-        self.tool_results = []
+        self.tool_results = ResultLog()
         self.calls = ToolCallLog(self._write_tools, self._target_state)
         self._done = False
         self._started = time.perf_counter()

@@ -105,17 +105,19 @@ class ToolCallLog:
     def __init__(self, write_tools: frozenset[str], target: Callable[[], WorldState]):
         self.write_tools = write_tools
         self.target = target
-        # ToolCallRecord fields as plain tuples: the cycle collector stops watching a tuple of strings, numbers and
-        # flat dicts at its first pass, while it traverses a record object in each of its collections, a cost
-        # paid on every step.
+        # ToolCallRecord fields as plain tuples of strings, numbers and None, the call's arguments kept beside
+        # them: the cycle collector stops watching such a tuple at its first pass, while it traverses a record
+        # object, or a tuple holding any dict, in each of its collections (the full ones walk the whole heap).
         self._rows: list[tuple[Any, ...]] = []
+        self._arguments: list[dict[str, Any]] = []
         self._seen: set[tuple[str, str]] = set()  # calls made since the state last changed
         self._distance: int | None = None  # records differing from the target, known after the first write
 
     @property
     def records(self) -> list[ToolCallRecord]:
         """The calls logged so far, in order."""
-        return [ToolCallRecord(*row) for row in self._rows]
+        return [ToolCallRecord(step, name, arguments, *rest)
+                for (step, name, *rest), arguments in zip(self._rows, self._arguments, strict=True)]
 
     def before(self, call: ParsedCall, state: WorldState) -> str | None:
         """The state's hash before a call of a write tool (None for any other call)."""
@@ -134,9 +136,10 @@ class ToolCallLog:
             self._distance = self._measure(state)
             self._seen.clear()
         self._rows.append((
-            step, call.name, call.arguments if isinstance(call.arguments, dict) else {}, result.ok, result.error,
-            content, changed, before if before_hash else None, self._distance if before_hash else None,
+            step, call.name, result.ok, result.error, content, changed, before if before_hash else None,
+            self._distance if before_hash else None,
         ))
+        self._arguments.append(call.arguments if isinstance(call.arguments, dict) else {})
         key = (call.name, call.raw_arguments)
         label = {"name": call.name, "valid": result.ok, "error": result.error_kind, "redundant": key in self._seen}
         self._seen.add(key)

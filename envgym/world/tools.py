@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from envgym.world import query
 from envgym.world.errors import UnknownComparisonError
@@ -55,6 +55,48 @@ class ToolResult:
 
     def payload(self) -> Any:
         return self.value if self.ok else {"error": self.error}
+
+
+class ResultLog(Sequence[ToolResult]):
+    """An episode's tool results in call order, read as `ToolResult`s and kept as four columns.
+
+    An env keeps every result until the episode ends (the rubric reads them), and CPython's cycle collector
+    traverses every object a long episode keeps, the whole heap at each full collection: a `ToolResult` kept per
+    call made those collections a tenth of a lookup step. The columns are four lists that only grow; the
+    `ToolResult` an index gives is made on the spot (equal to the one appended, not the same object).
+    """
+
+    __slots__ = ("_error", "_kind", "_ok", "_value")
+
+    def __init__(self) -> None:
+        self._ok: list[bool] = []
+        self._value: list[Any] = []
+        self._error: list[str | None] = []
+        self._kind: list[ToolErrorKind | None] = []
+
+    def append(self, result: ToolResult) -> None:
+        self._ok.append(result.ok)
+        self._value.append(result.value)
+        self._error.append(result.error)
+        self._kind.append(result.error_kind)
+
+    def __len__(self) -> int:
+        return len(self._ok)
+
+    @overload
+    def __getitem__(self, index: int) -> ToolResult: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[ToolResult]: ...
+    def __getitem__(self, index: int | slice) -> ToolResult | list[ToolResult]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return ToolResult(self._ok[index], self._value[index], self._error[index], self._kind[index])
+
+    def __iter__(self) -> Iterator[ToolResult]:
+        return map(ToolResult, self._ok, self._value, self._error, self._kind)
+
+    def __repr__(self) -> str:
+        return f"ResultLog({list(self)!r})"
 
 
 RETRYABLE = frozenset({ToolErrorKind.TRANSIENT, ToolErrorKind.RATE_LIMITED})
