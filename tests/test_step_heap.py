@@ -1,8 +1,8 @@
 """What a step leaves for CPython's cycle collector to watch.
 
 An env keeps its episode (messages, tool results, the tool-call log) until reset, so every container it keeps per
-step is traversed by each later collection, and by each full collection of the whole heap: in a benchmark of
-lookup steps on retail those collections were a fifth of the step. These tests count the objects, not the time.
+step adds to the count that triggers collections, and the full ones walk the whole heap: in benchmarks/env_step.py
+they were a quarter of a retail lookup step. These tests count the objects, not the time.
 """
 
 from __future__ import annotations
