@@ -57,7 +57,6 @@ outside the data (``WorldState.resources``: code-v0's sandbox) are not copied; t
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import random
@@ -267,11 +266,15 @@ class ToolWorldEnv(gym.Env[str, Any]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
         """`reset` without blocking the event loop: it runs on a worker thread."""
+        import asyncio  # here, not with the module: most envs are never stepped from an event loop
+
         return await asyncio.to_thread(self.reset, seed=seed, options=options)
 
     async def astep(self, action: Any) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         """`step` without blocking the event loop: it runs on a worker thread, since tools, a sandbox's exec and
         an LLM user are synchronous code. Calls on one env must not overlap (await each before the next)."""
+        import asyncio
+
         return await asyncio.to_thread(self.step, action)
 
     # ---------------------------------------------------------------- mechanics

@@ -12,6 +12,13 @@ ENTRY_POINT = "envgym.sandboxed:make_world_env"  # ToolWorldEnv, or the same wor
 NAMESPACE = "envgym"
 
 
+def register_remote() -> None:
+    """Register `envgym/remote-v0` (`envgym.remote.RemoteEnv`, imported when one is made) with gymnasium
+    (idempotent)."""
+    if "envgym/remote-v0" not in gym.registry:
+        gym.register("envgym/remote-v0", entry_point="envgym.remote:RemoteEnv", disable_env_checker=True)
+
+
 class UnknownEnvironmentError(KeyError):
     """A name that is not a registered environment; the message lists the registered ones."""
 

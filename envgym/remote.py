@@ -340,11 +340,3 @@ class RemoteEnv(gym.Env[Any, Any]):
         finally:
             client.close()
 
-
-def register() -> None:
-    """Register `envgym/remote-v0` with gymnasium (idempotent)."""
-    if "envgym/remote-v0" not in gym.registry:
-        gym.register("envgym/remote-v0", entry_point="envgym.remote:RemoteEnv", disable_env_checker=True)
-
-
-register()

@@ -10,25 +10,26 @@ container for many worlds and episodes, reset between tasks); a sandbox the env 
 from __future__ import annotations
 
 import io
-import tarfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
 from envgym.env import ToolWorldEnv
 from envgym.registry import env_id
-from envgym.remote import RemoteEnv
-from envgym.sandbox import Sandbox, SandboxSpec, create_sandbox
-from envgym.sandbox.client import HttpSandbox
-from envgym.sandbox.server_env import WORLDS_DIR
 from envgym.world.errors import EnvConfigError
+
+if TYPE_CHECKING:
+    from envgym.remote import RemoteEnv
+    from envgym.sandbox import Sandbox, SandboxSpec
 
 IN_PROCESS = (None, "none", "in-process")
 
 
 def folder_tar(folder: Path, name: str) -> bytes:
     """The environment folder as a tar with `name/` at its root (caches and bytecode left out)."""
+    import tarfile
+
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for path in sorted(folder.rglob("*")):
@@ -45,6 +46,14 @@ class SandboxedEnv(gym.Env[Any, Any]):
 
     def __init__(self, env_dir: str | Path, *, sandbox: str | Sandbox = "docker",
                  sandbox_spec: SandboxSpec | None = None, **kwargs: Any):
+        # Imported here, not with the module: the registry's entry point lives in this module, and the sandbox
+        # client pulls in httpx (with click, rich and pygments) and the remote env asyncio, which an in-process
+        # env never uses. Every module imported stays on the heap each full collection of the cycle collector walks.
+        from envgym.remote import RemoteEnv
+        from envgym.sandbox import SandboxSpec, create_sandbox
+        from envgym.sandbox.client import HttpSandbox
+        from envgym.sandbox.server_env import WORLDS_DIR
+
         folder = Path(env_dir).resolve()
         if not folder.is_dir():
             raise EnvConfigError(f"{folder}: no environment folder to run in a sandbox")

@@ -8,6 +8,10 @@ they were a quarter of a retail lookup step. These tests count the objects, not 
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -15,6 +19,7 @@ import pytest
 import envgym  # noqa: F401  (registers the environments)
 from envgym.world.tools import ResultLog, ToolErrorKind, ToolResult
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 LOOKUP = '<tool_call>{"name": "get_order_details", "arguments": {"order_id": "#W0001"}}</tool_call>'
 
 
@@ -64,3 +69,22 @@ def test_the_result_log_reads_back_what_was_appended() -> None:
     assert log[0].value is results[0].value  # the value itself, not a copy
     with pytest.raises(IndexError):
         log[3]
+
+
+def test_an_in_process_env_imports_neither_the_sandbox_client_nor_the_remote_env() -> None:
+    # The registry's entry point chooses between an in-process env and a sandboxed one, and envgym exports the
+    # remote env. Both were imported with their modules: the sandbox client brings httpx (which imports click, rich
+    # and pygments) and the remote env asyncio (with ssl). Every full collection walks them: 65k tracked objects
+    # after making retail-v0, 52k without them; and over a second of import time for an env that never talks to a
+    # sandbox or a server. A fresh interpreter, since this one has imported them already.
+    code = (
+        "import sys, gymnasium as gym, envgym\n"
+        "env = gym.make('envgym/retail-v0'); env.reset(seed=0)\n"
+        "mods = ('httpx', 'click', 'rich', 'pygments', 'asyncio', 'envgym.sandbox.client', 'envgym.remote')\n"
+        "print(sorted(m for m in mods if m in sys.modules))"
+    )
+    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    child_env = {**os.environ, "PYTHONPATH": path}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=child_env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", proc.stdout

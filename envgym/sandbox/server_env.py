@@ -201,8 +201,7 @@ class EnvHost:
         if not self._imported:
             # Registered here, not by importing envgym: the in-sandbox server starts without envgym/__init__
             # (see envgym.sandbox.launch).
-            from envgym.registry import register_bundled
-            from envgym.remote import register as register_remote
+            from envgym.registry import register_bundled, register_remote
 
             register_bundled()
             register_remote()
