@@ -71,16 +71,19 @@ def test_the_result_log_reads_back_what_was_appended() -> None:
         log[3]
 
 
-def test_an_in_process_env_imports_neither_the_sandbox_client_nor_the_remote_env() -> None:
-    # The registry's entry point chooses between an in-process env and a sandboxed one, and envgym exports the
-    # remote env. Both were imported with their modules: the sandbox client brings httpx (which imports click, rich
-    # and pygments) and the remote env asyncio (with ssl). Every full collection walks them: 65k tracked objects
-    # after making retail-v0, 52k without them; and over a second of import time for an env that never talks to a
-    # sandbox or a server. A fresh interpreter, since this one has imported them already.
+def test_an_in_process_env_imports_no_module_it_does_not_use() -> None:
+    # The registry's entry point chooses between an in-process env and a sandboxed one, envgym exports the remote
+    # env, and tool arguments are validated by envgym's own compiled checks unless a schema needs the jsonschema
+    # library. All three were imported with their modules: the sandbox client brings httpx (which imports click,
+    # rich and pygments), the remote env asyncio (with ssl), and jsonschema its referencing machinery. Every full
+    # collection walks them: 65k tracked objects after making retail-v0, 47k without them; and over a second of
+    # import time for an env that never talks to a sandbox or a server. A fresh interpreter, since this one has
+    # imported them already.
     code = (
         "import sys, gymnasium as gym, envgym\n"
         "env = gym.make('envgym/retail-v0'); env.reset(seed=0)\n"
-        "mods = ('httpx', 'click', 'rich', 'pygments', 'asyncio', 'envgym.sandbox.client', 'envgym.remote')\n"
+        "mods = ('httpx', 'click', 'rich', 'pygments', 'asyncio', 'jsonschema', 'envgym.sandbox.client',"
+        " 'envgym.remote')\n"
         "print(sorted(m for m in mods if m in sys.modules))"
     )
     path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))

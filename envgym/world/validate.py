@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import jsonschema
-
 Check = Callable[[Any, str], str | None]
 
 _SIMPLE_KEYWORDS = {
@@ -269,15 +267,22 @@ def _flat_object(schema: dict[str, Any], check: Check) -> Callable[[Any], str | 
 
 def compile_validator(schema: dict[str, Any]) -> Callable[[Any], str | None]:
     """Compile a JSON Schema into `validate(args) -> error message | None`. Raises SchemaError if malformed."""
+    simple = _simple(schema)
+    if simple and _plainly_well_formed(schema):
+        # The metaschema check costs ~20 ms a schema, skipped where a plain look proves the schema well formed;
+        # the jsonschema library is then not imported at all (its ~5k objects would stay on the heap that every
+        # full collection of the cycle collector walks).
+        check = _compile(schema)
+        return _flat_object(schema, check) or (lambda args: check(args, "arguments"))
+    import jsonschema
+
     try:
-        # The metaschema check costs ~20 ms a schema; skip it where a plain look proves the schema well formed.
-        if not (_simple(schema) and _plainly_well_formed(schema)):
-            jsonschema.Draft202012Validator.check_schema(schema)
+        jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise SchemaError(
             f"invalid JSON Schema at {'/'.join(map(str, exc.path)) or '<root>'}: {exc.message}"
         ) from exc
-    if _simple(schema):
+    if simple:
         check = _compile(schema)
         return _flat_object(schema, check) or (lambda args: check(args, "arguments"))
     validator = jsonschema.Draft202012Validator(schema)
