@@ -1,8 +1,8 @@
 """Per-task held-out results of a `train_multiturn.py` run: the warm-started weights (the KL reference its final
-checkpoint keeps; a run with `--beta 0` has none) and the weights after GRPO, each evaluated greedily on the held-out
-tasks exactly as the run's own evaluation does (same envs, seed and limits). Prints the counts and writes one JSON
-object: per weights, per task, the verifiable reward, whether the trainer cut the episode, the needed tool calls and
-the start of the last message.
+checkpoint keeps, or with `--beta 0` the run's `warm_start.pt`, or `--warm-start FILE`) and the weights after GRPO,
+each evaluated greedily on the held-out tasks exactly as the run's own evaluation does (same envs, seed and limits).
+Prints the counts and writes one JSON object: per weights, per task, the verifiable reward, whether the trainer cut
+the episode, the needed tool calls and the start of the last message.
 
     python benchmarks/heldout_per_task.py --run /work/runs/mt4 --out heldout_per_task.json
 """
@@ -27,6 +27,8 @@ def main() -> int:
     parser.add_argument("--run", required=True, help="the --out folder of benchmarks/train_multiturn.py")
     parser.add_argument("--out", default="heldout_per_task.json")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--warm-start", help="warm-started weights (a state dict) where the run kept none: a run "
+                                             "with --beta 0 made before train_multiturn.py saved warm_start.pt")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(args.threads)
@@ -34,18 +36,23 @@ def main() -> int:
     report = json.loads((run / "report.json").read_text())
     grpo = report["grpo"]
     (env_id,) = register_dir(run / "suite", override=True)
+    (checkpoint,) = sorted(run.glob("checkpoint-*"))[-1:]
+    candidates = [Path(args.warm_start)] if args.warm_start else [checkpoint / "reference.pt", run / "warm_start.pt"]
+    warm = next((c for c in candidates if c.is_file()), None)
+    if warm is None:
+        raise SystemExit(f"no warm-started weights: none of {', '.join(map(str, candidates))} exists; pass "
+                         "--warm-start FILE")
     config = GRPOConfig(
         env_id=env_id, model="local", output_dir=str(run / "per_task"), heldout_tasks=report["suite"]["heldout_tasks"],
         group_size=grpo["group_size"], tasks_per_step=grpo["tasks_per_step"], max_new_tokens=grpo["max_new_tokens"],
         max_sequence_tokens=2048, max_turns=grpo["max_turns"], max_steps=1, save_every=0, seed=0,
     )
     trainer = GRPOTrainer(config)
-    (checkpoint,) = sorted(run.glob("checkpoint-*"))[-1:]
     result: dict[str, dict[str, dict[str, object]]] = {}
-    for name, file in (("after_warm_start", "reference.pt"), ("after_grpo", "model.pt")):
-        missing, unexpected = trainer.model.load_state_dict(torch.load(checkpoint / file, weights_only=True), strict=False)
+    for name, file in (("after_warm_start", warm), ("after_grpo", checkpoint / "model.pt")):
+        missing, unexpected = trainer.model.load_state_dict(torch.load(file, weights_only=True), strict=False)
         if missing or unexpected:
-            raise SystemExit(f"{checkpoint / file}: missing {missing[:3]}, unexpected {unexpected[:3]}")
+            raise SystemExit(f"{file}: missing {missing[:3]}, unexpected {unexpected[:3]}")
         tasks = list(trainer.heldout_tasks)
         rows: dict[str, dict[str, object]] = {}
         successes = 0

@@ -137,6 +137,8 @@ def main() -> int:
         "batch": args.warm_start_batch, "learning_rate": args.warm_start_lr,
         "losses": [round(x, 4) for x in losses], "seconds": round(time.perf_counter() - started, 1),
     }
+    if not args.beta:  # with beta > 0 the checkpoints keep these weights as the KL reference
+        torch.save(trainer.model.state_dict(), out / "warm_start.pt")  # for benchmarks/heldout_per_task.py
     warm = measure("heldout_after_warm_start")
 
     rows = trainer.train(max_seconds=args.minutes * 60)
