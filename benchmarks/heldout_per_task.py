@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -22,19 +23,20 @@ from envgym.train import GRPOConfig, GRPOTrainer
 from envgym.train.rollout import run_group
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options naming a `train_multiturn.py` run and its warm-started weights (shared with replay_steps.py)."""
     parser.add_argument("--run", required=True, help="the --out folder of benchmarks/train_multiturn.py")
-    parser.add_argument("--out", default="heldout_per_task.json")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--warm-start", help="warm-started weights (a state dict) where the run kept none: a run "
                                              "with --beta 0 made before train_multiturn.py saved warm_start.pt")
-    args = parser.parse_args()
+
+
+def open_run(args: argparse.Namespace) -> tuple[Path, dict[str, Any], str, Path, Path]:
+    """The run folder, its report, its env id (registered again), its last checkpoint and its warm-started weights."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(args.threads)
     run = Path(args.run)
     report = json.loads((run / "report.json").read_text())
-    grpo = report["grpo"]
     (env_id,) = register_dir(run / "suite", override=True)
     (checkpoint,) = sorted(run.glob("checkpoint-*"))[-1:]
     candidates = [Path(args.warm_start)] if args.warm_start else [checkpoint / "reference.pt", run / "warm_start.pt"]
@@ -42,6 +44,23 @@ def main() -> int:
     if warm is None:
         raise SystemExit(f"no warm-started weights: none of {', '.join(map(str, candidates))} exists; pass "
                          "--warm-start FILE")
+    return run, report, env_id, checkpoint, warm
+
+
+def load_weights(model: torch.nn.Module, file: Path) -> None:
+    """Load a saved state dict into `model`, refusing one whose keys do not match."""
+    missing, unexpected = model.load_state_dict(torch.load(file, weights_only=True), strict=False)
+    if missing or unexpected:
+        raise SystemExit(f"{file}: missing {missing[:3]}, unexpected {unexpected[:3]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(parser)
+    parser.add_argument("--out", default="heldout_per_task.json")
+    args = parser.parse_args()
+    run, report, env_id, checkpoint, warm = open_run(args)
+    grpo = report["grpo"]
     config = GRPOConfig(
         env_id=env_id, model="local", output_dir=str(run / "per_task"), heldout_tasks=report["suite"]["heldout_tasks"],
         group_size=grpo["group_size"], tasks_per_step=grpo["tasks_per_step"], max_new_tokens=grpo["max_new_tokens"],
@@ -50,9 +69,7 @@ def main() -> int:
     trainer = GRPOTrainer(config)
     result: dict[str, dict[str, dict[str, object]]] = {}
     for name, file in (("after_warm_start", warm), ("after_grpo", checkpoint / "model.pt")):
-        missing, unexpected = trainer.model.load_state_dict(torch.load(file, weights_only=True), strict=False)
-        if missing or unexpected:
-            raise SystemExit(f"{file}: missing {missing[:3]}, unexpected {unexpected[:3]}")
+        load_weights(trainer.model, file)
         tasks = list(trainer.heldout_tasks)
         rows: dict[str, dict[str, object]] = {}
         successes = 0
