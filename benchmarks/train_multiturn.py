@@ -143,7 +143,6 @@ def main() -> int:
 
     rows = trainer.train(max_seconds=args.minutes * 60)
     final = measure("heldout_after_grpo")
-    step_times = [r["step_s"] for r in rows]
     report.update({
         "grpo": {
             "budget_minutes": args.minutes, "steps": len(rows), "updates": sum(int(r["updated"]) for r in rows),
@@ -152,10 +151,7 @@ def main() -> int:
             "reward": args.reward, "tool_call_weight": args.tool_call_weight,
             "max_turns": args.max_turns,
             "max_new_tokens": args.max_new_tokens,
-            "step_s_median": round(statistics.median(step_times), 1) if step_times else None,
-            "train_success_first_half": _mean([r["success_rate"] for r in rows[: len(rows) // 2]]),
-            "train_success_second_half": _mean([r["success_rate"] for r in rows[len(rows) // 2 :]]),
-            "frac_zero_std_groups_mean": _mean([r["frac_zero_std_groups"] for r in rows]),
+            **step_summary(rows),
         },
         "grpo_success_rise": round(final["success_rate"] - warm["success_rate"], 4),
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
@@ -164,6 +160,17 @@ def main() -> int:
     (out / "results.md").write_text(results_table(report))
     print(results_table(report))
     return 0
+
+
+def step_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Step time, training success by half and zero-variance groups of a run's metric rows."""
+    step_times = [r["step_s"] for r in rows]
+    return {
+        "step_s_median": round(statistics.median(step_times), 1) if step_times else None,
+        "train_success_first_half": _mean([r["success_rate"] for r in rows[: len(rows) // 2]]),
+        "train_success_second_half": _mean([r["success_rate"] for r in rows[len(rows) // 2 :]]),
+        "frac_zero_std_groups_mean": _mean([r["frac_zero_std_groups"] for r in rows]),
+    }
 
 
 def results_table(report: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import Cache, DynamicLayer
 
 from envgym.llm.local import TokenSample
 
@@ -27,6 +28,51 @@ KeyValues = list[tuple[torch.Tensor, torch.Tensor]]  # per layer, each (kv_heads
 class _Entry:
     token_ids: list[int]
     kv: KeyValues
+
+
+class _BufferLayer(DynamicLayer):
+    """A `DynamicLayer` whose keys and values are views of buffers sized once per call (cached prefix, prompt
+    suffix and every token the call may sample): a decode step writes its one position in place, where
+    `DynamicLayer.update` concatenates, copying the whole cache at every step of every row."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity = capacity
+        self.length = 0
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        end = self.length + key_states.shape[-2]
+        if not self.is_initialized:
+            self.device, self.is_initialized = key_states.device, True
+            self._keys, self._values = self._buffer(key_states, end), self._buffer(value_states, end)
+        elif end > self._keys.shape[-2]:  # more than the call planned for: move to larger buffers
+            self._keys = torch.cat([self._keys[:, :, : self.length], self._buffer(key_states, end - self.length)], -2)
+            self._values = torch.cat([self._values[:, :, : self.length],
+                                      self._buffer(value_states, end - self.length)], -2)
+        self._keys[:, :, self.length : end] = key_states
+        self._values[:, :, self.length : end] = value_states
+        self.length = end
+        self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
+        return self.keys, self.values
+
+    def _buffer(self, like: torch.Tensor, length: int) -> torch.Tensor:
+        return like.new_empty((like.shape[0], like.shape[1], max(length, self.capacity), like.shape[3]))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self.is_initialized:
+            self._keys, self._values = self._keys[indices], self._values[indices]
+            self.keys, self.values = self._keys[:, :, : self.length], self._values[:, :, : self.length]
+
+
+class _BufferCache(DynamicCache):
+    """A `DynamicCache` of `_BufferLayer`s, one per decoder layer, each holding up to `capacity` positions."""
+
+    def __init__(self, layers: int, capacity: int, past: KeyValues | None = None) -> None:
+        buffers = [_BufferLayer(capacity) for _ in range(layers)]
+        Cache.__init__(self, layers=list(buffers))
+        for layer, (keys, values) in zip(buffers, past or [], strict=False):
+            layer.update(keys, values)
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
@@ -52,6 +98,10 @@ class CachedSampler:
         self.eos_token_ids: set[int] = set(eos if isinstance(eos, list) else [eos])
         self.pad_token_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
         self.stats = {"prefill_tokens": 0, "decode_row_steps": 0}
+
+    def new_cache(self, lm: Any, capacity: int, past: KeyValues | None) -> DynamicCache:
+        """The cache of one call, holding `past` (rows padded to one length) and room for `capacity` positions."""
+        return _BufferCache(lm.config.num_hidden_layers, capacity, past)
 
     def session(self) -> SamplerSession:
         """A sampler whose calls share one prefix cache (one rollout group, weights unchanged)."""
@@ -139,7 +189,8 @@ class SamplerSession:
             attention[row, width_past - length: width_past] = 1
             attention[row, width_past + width - len(suffix):] = 1
             positions[row, width - len(suffix):] = torch.arange(length, length + len(suffix))
-        cache = DynamicCache(ddp_cache_data=self._padded_past(matches, width_past)) if width_past else DynamicCache()
+        cache = self.owner.new_cache(lm, width_past + width + max_new_tokens,
+                               self._padded_past(matches, width_past) if width_past else None)
         self.owner.stats["prefill_tokens"] += sum(len(s) for s in suffixes)
         logits = lm(input_ids=ids, attention_mask=attention, position_ids=positions, cache=cache,
                     use_cache=True, logits_to_keep=1).logits[:, -1].float()
