@@ -16,6 +16,7 @@ RewardKind = Literal["env", "judge", "env+judge", "env+tools", "env+program"]
 SamplerKind = Literal["uniform", "pcl"]
 GenerationKind = Literal["local", "server"]
 ServerKind = Literal["transformers", "vllm", "sglang"]
+LearnerDtype = Literal["float32", "bfloat16"]
 
 
 def _knob(default: Any, help: str) -> Any:
@@ -126,6 +127,12 @@ class GRPOConfig:
     weight_decay: float = _knob(0.0, "AdamW weight decay.")
     max_grad_norm: float = _knob(1.0, "Gradient norm clip.")
     micro_batch_size: int = _knob(4, "Samples per forward/backward; gradients accumulate over a step.")
+    learner_dtype: LearnerDtype = _knob(  # noqa: RUF009 (a field() factory)
+        "float32",
+        "Matmul precision of the learner's passes (policy, pi_old, reference): 'bfloat16' runs the decoder under "
+        "autocast (about 2.5x faster on a CPU with AVX512-BF16); weights, gradients, optimizer state, the output "
+        "head and log-probabilities stay float32.",
+    )
     max_steps: int = _knob(50, "Optimizer steps to train for.")
     seed: int = _knob(0, "Master seed: task order, sampling and model init derive from it.")
 

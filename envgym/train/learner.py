@@ -7,10 +7,15 @@ remaining tokens on top of the prefix's keys and values. Gradients flowing into 
 summed over the micro-batches and pushed through the prefix in one backward (`PrefixState.backward`),
 so the gradient is exactly that of running every sample whole. Only positions whose next token has mask 1 go
 through the output head (`token_logprobs` on an (N, V) matrix instead of (B, T, V)).
+
+With `dtype="bfloat16"` the decoder's passes run under autocast (bfloat16 matmuls, about 2.5x faster
+on a CPU with AVX512-BF16); the output head and the log-probabilities stay float32, as do the weights, their
+gradients and the optimizer state.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,10 +59,16 @@ def _shared_prefix(samples: list[TokenSample]) -> int:
 class StepBatches:
     """The micro-batches of one optimizer step and the forward passes over them."""
 
-    def __init__(self, samples: list[TokenSample], micro_batch_size: int, pad_token_id: int) -> None:
+    def __init__(
+        self, samples: list[TokenSample], micro_batch_size: int, pad_token_id: int,
+        dtype: str = "float32",
+    ) -> None:
         if not samples:
             raise ValueError("StepBatches: no samples")
+        if dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"StepBatches: dtype {dtype!r} is not 'float32' or 'bfloat16'")
         self.samples = samples
+        self.autocast = torch.bfloat16 if dtype == "bfloat16" else None
         self.prefix_ids = samples[0].token_ids[: _shared_prefix(samples)]
         order = sorted(range(len(samples)), key=lambda i: (-len(samples[i].token_ids), i))
         chunks = [order[i : i + micro_batch_size] for i in range(0, len(order), micro_batch_size)]
@@ -93,12 +104,18 @@ class StepBatches:
     def padding_tokens(self) -> int:
         return sum(m.padding for m in self.micro)
 
+    def _autocast(self, model: Any) -> Any:
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        device = next(model.parameters()).device.type
+        return torch.autocast(device, dtype=self.autocast)
+
     def prefix_forward(self, model: Any, *, grad: bool) -> PrefixState:
         """Run the shared prefix once with `model` (see `PrefixState`)."""
         if not self.prefix_ids:
             return PrefixState([], [])
         ids = torch.tensor([self.prefix_ids])
-        with torch.set_grad_enabled(grad):
+        with torch.set_grad_enabled(grad), self._autocast(model):
             cache = causal_lm(model).get_decoder()(input_ids=ids, use_cache=True).cache
         outputs = [(layer.keys, layer.values) for layer in cache.layers]
         leaves = [(k.detach().requires_grad_(grad), v.detach().requires_grad_(grad)) for k, v in outputs]
@@ -115,11 +132,13 @@ class StepBatches:
                 ddp_cache_data=[(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1)) for k, v in prefix.leaves]
             )
         positions = torch.arange(self.prefix_length, self.prefix_length + micro.ids.shape[1]).unsqueeze(0)
-        hidden = lm.get_decoder()(
-            input_ids=micro.ids, attention_mask=micro.attention, position_ids=positions, cache=cache,
-            use_cache=cache is not None,
-        ).last_hidden_state[:, :-1]
-        logits = lm.get_output_embeddings()(hidden[micro.mask])
+        with self._autocast(model):
+            hidden = lm.get_decoder()(
+                input_ids=micro.ids, attention_mask=micro.attention, position_ids=positions, cache=cache,
+                use_cache=cache is not None,
+            ).last_hidden_state[:, :-1]
+        head = lm.get_output_embeddings()
+        logits = head(hidden[micro.mask].to(head.weight.dtype))
         picked = token_logprobs(logits, micro.ids[:, 1:][micro.mask], temperature)
         return torch.zeros(micro.mask.shape, dtype=picked.dtype).masked_scatter(micro.mask, picked)
 

@@ -195,7 +195,7 @@ class GRPOTrainer:
         sample_advantage = [float(advantages[g, j]) for g, j, episode in kept for _ in episode.samples]
         episode_tokens = [float(sum(s.trainable_tokens for s in episode.samples))
                           for _, _, episode in kept for _ in episode.samples]
-        batches = StepBatches(samples, cfg.micro_batch_size, self.sampler.pad_token_id) if samples else None
+        batches = StepBatches(samples, cfg.micro_batch_size, self.sampler.pad_token_id, cfg.learner_dtype) if samples else None
         counts = distributed.GlobalCounts.gather(
             len(kept), sum(s.trainable_tokens for s in samples), len(batches.micro) if batches else 0
         )

@@ -49,6 +49,7 @@ PINNED_DEFAULTS = {
     "weight_decay": 0.0,
     "max_grad_norm": 1.0,
     "micro_batch_size": 4,
+    "learner_dtype": "float32",
     "max_steps": 50,
     "seed": 0,
     "async_rollouts": False,

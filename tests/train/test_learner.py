@@ -74,3 +74,40 @@ def test_micro_batches_are_length_sorted_and_pad_little() -> None:
     assert lengths == [[15, 12], [8]]
     assert batches.padding_tokens == 3  # 10 - 7 after the 5-token prefix
     assert batches.forwarded_tokens == 5 + 2 * 10 + 3
+
+
+def _passes(model: torch.nn.Module, dtype: str) -> tuple[dict[int, torch.Tensor], torch.Tensor]:
+    """Trained-position log-probabilities per sample and the flattened gradient of their weighted sum."""
+    model.zero_grad(set_to_none=True)
+    batches = StepBatches(SAMPLES, 2, pad_token_id=0, dtype=dtype)
+    prefix = batches.prefix_forward(model, grad=True)
+    values = {}
+    for micro in batches.micro:
+        logprobs = batches.logprobs(model, micro, 0.7, prefix)
+        assert logprobs.dtype == torch.float32
+        weights = torch.tensor([row + 1.0 for row in micro.rows]).unsqueeze(1)
+        (logprobs * micro.mask * weights).sum().backward()
+        for row, r in enumerate(micro.rows):
+            values[r] = logprobs[row][micro.mask[row]].detach()
+    prefix.backward()
+    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32
+               for p in model.parameters() if p.grad is not None)
+    return values, torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]).double()
+
+
+def test_bfloat16_passes_run_under_autocast_and_stay_close_to_float32() -> None:
+    model, _ = tiny_random_policy(seed=7)
+    model.train()
+    exact, exact_grad = _passes(model, "float32")
+    low, low_grad = _passes(model, "bfloat16")
+    differences = torch.cat([(exact[r] - low[r]).abs() for r in exact])
+    assert differences.max() > 0  # the decoder really ran in bfloat16
+    assert differences.max() < 0.05, differences.max()
+    cosine = torch.nn.functional.cosine_similarity(exact_grad, low_grad, dim=0)
+    assert cosine > 0.99, cosine
+    assert 0.95 < float(low_grad.norm() / exact_grad.norm()) < 1.05
+
+
+def test_an_unknown_learner_dtype_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="'float16'"):
+        StepBatches(SAMPLES, 2, pad_token_id=0, dtype="float16")

@@ -193,3 +193,25 @@ def test_kl_reference_is_the_policy_as_grpo_starts(tmp_path: Path) -> None:
     trainer.train()
     reference = trainer.reference.state_dict()
     assert all(torch.equal(reference[k], v) for k, v in warm.items())
+
+
+def test_a_bfloat16_learner_makes_the_float32_update_to_bfloat16_precision(tmp_path: Path) -> None:
+    # The same step (rewards 1, 0 and 0.5; a KL reference; TIS on) with both learner precisions, from the same
+    # weights: the weights stay float32 and move in the same direction by the same amount.
+    deltas, stats = {}, {}
+    for dtype in ("float32", "bfloat16"):
+        policy = tiny_random_policy(seed=6)
+        before = torch.cat([p.detach().flatten().clone() for p in policy[0].parameters()])
+        trainer = GRPOTrainer(
+            _config(tmp_path / dtype, beta=0.1, group_size=3, learner_dtype=dtype, learning_rate=1e-4),
+            policy=policy, reward_source=RandomReward(),
+        )
+        trainer.freeze_reference()
+        episodes = [TokenTrajectory("calculator", "t", [], [], samples=[_sample(n)]) for n in (3, 5, 4)]
+        stats[dtype] = trainer._update([Group("t", episodes, 0, rewards=[1.0, 0.0, 0.5])])
+        assert all(p.dtype == torch.float32 for p in policy[0].parameters())
+        deltas[dtype] = torch.cat([p.detach().flatten() for p in policy[0].parameters()]).double() - before.double()
+    assert stats["bfloat16"]["updated"] == 1.0
+    assert torch.linalg.vector_norm(deltas["bfloat16"]) > 0
+    assert torch.nn.functional.cosine_similarity(deltas["float32"], deltas["bfloat16"], dim=0) > 0.95
+    assert abs(stats["float32"]["grad_norm"] - stats["bfloat16"]["grad_norm"]) < 0.05 * stats["float32"]["grad_norm"]
