@@ -46,24 +46,39 @@ def rollout(sampler: CachedSampler, envs: list[Any], task: str, limits: RolloutL
     return time.perf_counter() - started, [[t for s in e.samples for t in s.token_ids] for e in episodes]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--groups", type=int, default=3, help="timed groups (tasks), each with both caches")
+MULTITURN_LIMITS = RolloutLimits(max_new_tokens=64, max_sequence_tokens=2048, max_turns=10)  # train_multiturn's
+
+
+def add_rollout_args(parser: argparse.ArgumentParser) -> None:
+    """The options every rollout benchmark of the multi-turn suite takes."""
     parser.add_argument("--group-size", type=int, default=6)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
+
+
+def multiturn_envs(root: Path, count: int, threads: int) -> tuple[list[Any], list[str]]:
+    """`count` envs of the suite `train_multiturn.py` trains on (synthesis seed 1), built under `root`, and its
+    task ids; torch on `threads` threads, hubs offline."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(threads)
+    env_id, _ = build(argparse.Namespace(synth_seed=1, synth_tasks=500, heldout=24, seed=0), root)
+    envs = [gym.make(env_id) for _ in range(count)]
+    return envs, [task.id for task in envs[0].unwrapped.data.tasks]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--groups", type=int, default=3, help="timed groups (tasks), each with both caches")
+    add_rollout_args(parser)
+    args = parser.parse_args()
     console = Console()
     with tempfile.TemporaryDirectory() as tmp:
-        env_id, _ = build(argparse.Namespace(synth_seed=1, synth_tasks=500, heldout=24, seed=0), Path(tmp))
-        envs = [gym.make(env_id) for _ in range(args.group_size)]
-        tasks = [task.id for task in envs[0].unwrapped.data.tasks][: args.groups]
+        envs, all_tasks = multiturn_envs(Path(tmp), args.group_size, args.threads)
+        tasks = all_tasks[: args.groups]
         model, tokenizer = load_policy("local", 0)
         samplers = {"concatenating (before)": ConcatSampler(model, tokenizer),
                     "buffered (now)": CachedSampler(model, tokenizer)}
-        limits = RolloutLimits(max_new_tokens=64, max_sequence_tokens=2048, max_turns=10)
+        limits = MULTITURN_LIMITS
         greedy = [rollout(s, envs, tasks[0], limits, 0.0, 0)[1] for s in samplers.values()]
         if greedy[0] != greedy[1]:
             raise SystemExit("the two caches sampled different greedy tokens: the buffered cache is wrong")

@@ -84,6 +84,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--learner-dtype", choices=["float32", "bfloat16"], default="float32",
                         help="matmul precision of GRPO's update passes (GRPOConfig.learner_dtype)")
+    parser.add_argument("--micro-batch-size", type=int, default=2, help="samples per forward/backward of the update")
+    parser.add_argument("--lockstep-groups", action="store_true",
+                        help="roll out each step's groups as one batch of episodes (GRPOConfig.lockstep_groups)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-new-tokens", type=int, default=64, help="token cap of one assistant turn")
     parser.add_argument("--max-turns", type=int, default=8)
@@ -102,7 +105,7 @@ def main() -> int:
     config = GRPOConfig(
         env_id=env_id, model=args.model, output_dir=str(out), heldout_tasks=args.heldout, group_size=args.group_size,
         tasks_per_step=args.tasks_per_step, sampler=args.sampler, max_new_tokens=args.max_new_tokens, max_sequence_tokens=2048, max_turns=args.max_turns,
-        micro_batch_size=2, learner_dtype=args.learner_dtype, learning_rate=args.learning_rate, beta=args.beta, temperature=args.temperature,
+        micro_batch_size=args.micro_batch_size, lockstep_groups=args.lockstep_groups, learner_dtype=args.learner_dtype, learning_rate=args.learning_rate, beta=args.beta, temperature=args.temperature,
         reward=args.reward, tool_call_weight=args.tool_call_weight, max_steps=10_000, save_every=0, seed=args.seed,
     )
     trainer = GRPOTrainer(config)

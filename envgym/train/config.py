@@ -136,6 +136,13 @@ class GRPOConfig:
     max_steps: int = _knob(50, "Optimizer steps to train for.")
     seed: int = _knob(0, "Master seed: task order, sampling and model init derive from it.")
 
+    lockstep_groups: bool = _knob(
+        False,
+        "Synchronous rollouts: run the step's groups as one lockstep batch of episodes (one generation per turn "
+        "for all of them) instead of group after group; ~1.45x more sampled tokens a second on a CPU. Off by default, since its sampling "
+        "draws differ from group-by-group runs of the same seed.",
+    )
+
     # --- async
     async_rollouts: bool = _knob(
         False, "Generate in a worker thread that fills a bounded buffer while the learner trains."
@@ -183,11 +190,13 @@ class GRPOConfig:
             "pcl_buffer": self.pcl_buffer >= 1,
             "server_url": (self.generation == "server") == bool(self.server_url),
             "async_rollouts": not (self.async_rollouts and self.generation == "server"),
+            "lockstep_groups": not (self.lockstep_groups and self.async_rollouts),
             "server_kind": not (self.generation == "server" and self.server_kind == "vllm" and not self.use_lora),
         }
         hints = {
             "server_url": "generation 'server' needs a server_url, and only it uses one",
             "async_rollouts": "async rollouts sample in-process; generation 'server' is synchronous",
+            "lockstep_groups": "the async worker makes one group at a time: lockstep groups need async_rollouts off",
             "server_kind": "vLLM takes new weights over HTTP only as LoRA adapters: set use_lora: true",
         }
         if self.sampler == "pcl" and self.async_rollouts:

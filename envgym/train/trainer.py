@@ -23,7 +23,7 @@ from envgym.train.learner import StepBatches
 from envgym.train.loss import group_advantages, policy_loss
 from envgym.train.plot import plot_reward_curve
 from envgym.train.policy import load_policy
-from envgym.train.rollout import Group, GroupBuffer, RolloutLimits, RolloutWorker, run_group
+from envgym.train.rollout import Group, GroupBuffer, RolloutLimits, RolloutWorker, run_group, run_groups
 from envgym.train.server_engines import ServerSampler, make_sampler
 from envgym.train.step_metrics import gather_rollouts, rollout_metrics
 
@@ -89,7 +89,8 @@ class GRPOTrainer:
         self.env_factory = env_factory or (
             lambda: make_env(config.env_id, config.env_server_url, config.env_server_token_file)
         )
-        self.envs = [self.env_factory() for _ in range(config.group_size)]
+        lockstep = config.tasks_per_step if config.lockstep_groups else 1
+        self.envs = [self.env_factory() for _ in range(config.group_size * lockstep)]
         # A RemoteEnv shows observations only: the task list comes from the local copy of the environment.
         local = self.envs[0].unwrapped
         if not hasattr(local, "data"):
@@ -126,25 +127,24 @@ class GRPOTrainer:
     def _task_for(self, index: int) -> str:
         return uniform_task(self.train_tasks, self.config.seed, index)
 
-    def _make_group(self, index: int, version: int, sampler: Any, envs: list[Any], task_id: str = "") -> Group:
-        task_id = task_id or self._task_for(index)
-        episodes = run_group(
-            envs,
-            [task_id] * len(envs),
-            sampler,
-            self.limits,
-            temperature=self.config.temperature,
-            seed=self.config.seed * 100_003 + index,
-            policy_version=version,
-        )
-        return Group(task_id, episodes, version)
+    def _make_groups(self, indices: list[int], tasks: list[str], version: int, sampler: Any,
+                     envs: list[Any]) -> list[Group]:
+        """The groups of global `indices` (task "": the uniform sampler's), one after another or, with
+        `lockstep_groups`, all in one lockstep batch; group k's seeds derive from its index alone."""
+        tasks = [task or self._task_for(index) for index, task in zip(indices, tasks, strict=True)]
+        seeds = [self.config.seed * 100_003 + index for index in indices]
+        spans = [(0, len(indices))] if self.config.lockstep_groups and indices else [(k, k + 1) for k in range(len(indices))]
+        return [group for start, stop in spans for group in run_groups(
+            envs[: (stop - start) * self.config.group_size], tasks[start:stop], seeds[start:stop], sampler,
+            self.limits, temperature=self.config.temperature, policy_version=version)]
 
     def evaluate(self, task_ids: list[str] | None = None) -> dict[str, float]:
         """Greedy success rate (reward >= 1) and mean reward on `task_ids` (default: the held-out tasks).
         Under torch.distributed the ranks split the chunks of `group_size` tasks and sum the results, so every
         rank returns what one process would."""
         tasks = list(task_ids if task_ids is not None else self.heldout_tasks)
-        chunks = [tasks[start : start + len(self.envs)] for start in range(0, len(tasks), len(self.envs))]
+        size = self.config.group_size
+        chunks = [tasks[start : start + size] for start in range(0, len(tasks), size)]
         self._sync_server()
         rewards: list[float] = []
         for chunk in distributed.shard(chunks):
@@ -371,8 +371,7 @@ class GRPOTrainer:
             indices = self.shard.step_indices(self.step)
             tasks = [""] * len(indices) if self.curriculum is None else self.curriculum.step_tasks(
                 self.step, self._task_for, len(self.train_tasks), len(indices))
-            groups = [self._make_group(index, self.version, self.sampler, self.envs, task)
-                      for index, task in zip(indices, tasks, strict=True)]
+            groups = self._make_groups(list(indices), tasks, self.version, self.sampler, self.envs)
         for group in groups:
             group.rewards = self.reward_source.score(group.episodes)
         if self.curriculum is not None:
@@ -390,9 +389,8 @@ class GRPOTrainer:
         first_step = self.step
         worker = RolloutWorker(
             GroupBuffer(self.config.buffer_size, self.config.max_staleness),
-            lambda position, version: self._make_group(
-                self.shard.stream_index(position, first_step), version, sampler, envs
-            ),
+            lambda position, version: self._make_groups(
+                [self.shard.stream_index(position, first_step)], [""], version, sampler, envs)[0],
             model.load_state_dict,
         )
         worker.version = self.version

@@ -12,7 +12,7 @@ from envgym.llm.chat_template import encode_chat
 from envgym.llm.local import TransformersSampler
 from envgym.train.generation import CachedSampler
 from envgym.train.policy import tiny_random_policy
-from envgym.train.rollout import RolloutLimits, run_group
+from envgym.train.rollout import RolloutLimits, run_group, run_groups
 
 pytestmark = pytest.mark.slow
 
@@ -61,3 +61,34 @@ def test_cached_generation_matches_uncached_generation_over_turns(policy: tuple[
     first = cached.session().sample(prompts, max_new_tokens=6, temperature=1.0, seed=5)
     again = cached.session().sample(prompts, max_new_tokens=6, temperature=1.0, seed=5)
     assert [s.token_ids for s in first] == [s.token_ids for s in again]
+
+
+def test_run_groups_batches_every_groups_turn_and_keeps_each_groups_seeds(policy: tuple[Any, Any]) -> None:
+    model, tokenizer = policy
+    sampler = CachedSampler(model, tokenizer)
+    batch_sizes: list[int] = []
+    open_session = sampler.session
+
+    def recording_session() -> Any:  # the real session; only the batch size of each call is noted
+        session = open_session()
+        sample = session.sample
+        session.sample = lambda prompts, **kw: (batch_sizes.append(len(prompts)), sample(prompts, **kw))[1]
+        return session
+
+    sampler.session = recording_session  # type: ignore[method-assign]
+    envs = [gym.make("envgym/calculator-v0") for _ in range(6)]
+    limits = RolloutLimits(max_new_tokens=8, max_sequence_tokens=512, max_turns=2)
+    tasks = ["mul_000", "mul_001", "mul_002"]
+    groups = run_groups(envs, tasks, [10, 20, 30], sampler, limits, temperature=1.0, policy_version=3)
+    assert [[e.task_id for e in g.episodes] for g in groups] == [[t, t] for t in tasks]
+    assert [g.task_id for g in groups] == tasks and all(g.policy_version == 3 for g in groups)
+    assert [[e.seed for e in g.episodes] for g in groups] == [[10, 11], [20, 21], [30, 31]]
+    first_user = [[e.messages[1]["content"] for e in g.episodes] for g in groups]
+    assert all(len(set(texts)) == 1 for texts in first_user) and len({t[0] for t in first_user}) == 3
+    assert batch_sizes[0] == 6  # the first turn of all three groups is one generation
+    # One group alone is exactly run_group with that group's seed.
+    alone = run_groups(envs[:2], ["mul_001"], [20], sampler, limits, temperature=1.0)[0].episodes
+    direct = run_group(envs[:2], ["mul_001"] * 2, sampler, limits, temperature=1.0, seed=20)
+    assert [[s.token_ids for s in e.samples] for e in alone] == [[s.token_ids for s in e.samples] for e in direct]
+    with pytest.raises(ValueError, match="run_groups: 5 envs, 3 tasks"):
+        run_groups(envs[:5], tasks, [10, 20, 30], sampler, limits, temperature=1.0)

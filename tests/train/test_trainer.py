@@ -127,6 +127,23 @@ def test_pcl_with_async_rollouts_is_a_clear_error(tmp_path: Path) -> None:
         _config(tmp_path, sampler="pcl", async_rollouts=True)
 
 
+def test_lockstep_groups_roll_out_the_same_tasks_and_seeds_in_one_batch(tmp_path: Path) -> None:
+    by_group = GRPOTrainer(_config(tmp_path / "a", tasks_per_step=3, group_size=2), policy=tiny_random_policy(seed=3))
+    lockstep = GRPOTrainer(_config(tmp_path / "b", tasks_per_step=3, group_size=2, lockstep_groups=True),
+                           policy=tiny_random_policy(seed=3))
+    assert len(by_group.envs) == 2 and len(lockstep.envs) == 6  # one env per episode of the step
+    sessions: list[int] = []
+    open_session = lockstep.sampler.session
+    lockstep.sampler.session = lambda: (sessions.append(1), open_session())[1]
+    expected, got = by_group.rollout(), lockstep.rollout()
+    assert len(sessions) == 1  # one lockstep batch for the three groups (group by group: one session each)
+    assert [g.task_id for g in got] == [g.task_id for g in expected]
+    assert [[e.seed for e in g.episodes] for g in got] == [[e.seed for e in g.episodes] for g in expected]
+    assert all(len(g.rewards) == 2 for g in got)
+    # Evaluation keeps its chunks of group_size tasks (and their env seeds) whatever the env count.
+    assert lockstep.evaluate() == by_group.evaluate()
+
+
 def test_env_reward_on_zero_variance_groups_skips_the_update(tmp_path: Path) -> None:
     # A random 2-layer model never answers the calculator correctly: every reward is 0, every group is
     # zero-variance, and the trainer must not touch the weights.
