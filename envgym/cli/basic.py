@@ -127,6 +127,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     with episode_bar("episodes", args.episodes, enabled=not args.json) as on_episode:
         trajs = run_episodes(env, policy, args.episodes, seed=args.seed, task_ids=task_ids, out=args.out,
                              on_episode=on_episode)
+    if not args.json and not args.quiet:
+        _print_transcripts(trajs[: args.show], data)
     env.close()
     rewards = [t.reward for t in trajs]
     summary = {
@@ -148,6 +150,19 @@ def cmd_run(args: argparse.Namespace) -> int:
             table.add_row(k, f"{v:.3f}" if isinstance(v, float) else str(v))
         Console().print(table)
     return 0
+
+
+def _print_transcripts(trajectories: list[Any], data: Any) -> None:
+    """Each episode turn by turn, then why it got its reward (envgym.view): what `envgym run` shows first."""
+    from envgym.view.explain import explain
+    from envgym.view.records import record_from_trajectory
+    from envgym.view.terminal import print_transcript
+
+    console = Console()
+    for i, trajectory in enumerate(trajectories):
+        record = record_from_trajectory(trajectory)
+        title = f"episode {i + 1}/{len(trajectories)} · " if len(trajectories) > 1 else ""
+        print_transcript(console, record, explain(record, data), title=title)
 
 
 def register(sub: Any) -> None:
@@ -179,7 +194,10 @@ def register(sub: Any) -> None:
     p.add_argument("--task", action="append", help="task id (repeatable); default: drawn by seed")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-steps", type=positive_int, default=None)
-    p.add_argument("--out", default=None, help="append trajectories to this JSONL file")
+    p.add_argument("--out", default=None, help="append trajectories to this JSONL file (envgym view shows them)")
+    p.add_argument("--show", type=int, default=1, metavar="N",
+                   help="print the transcripts of the first N episodes (default 1; 0 for none)")
+    p.add_argument("--quiet", action="store_true", help="print the summary table only, no transcript")
     add_policy_model_flags(p)
     add_json_flag(p)
     add_env_dir_flag(p)
