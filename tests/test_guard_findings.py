@@ -149,7 +149,5 @@ def test_the_user_oracle_is_never_refused_in_user_mode(confirm: str) -> None:
         run_episode(env, OraclePolicy(_data()), options={"task_id": task.id})
         assert env.security.session is not None
         refused += sum(not d["approved"] for d in env.security.session.decisions)
-    if confirm == "user":
-        assert refused == 0
-    else:  # the external senders' addresses come only from their emails
-        assert refused <= 5
+    # The external senders' addresses come from the emails the user names by subject (a platform-written field).
+    assert refused == 0

@@ -51,9 +51,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from envgym.guard.derive import described, ranked, stamped_values
-from envgym.guard.provenance import USER, Provenance, leaves, parse_result
-from envgym.guard.text import normalize, spans
+from envgym.guard.atoms import AtomError, address_list, url
+from envgym.guard.derive import described, ranked, records_in, stamped_values
+from envgym.guard.intent import asks, object_scope
+from envgym.guard.provenance import ALLOWED, USER, Provenance, leaves, parse_result
+from envgym.guard.text import mentions, normalize, spans
 from envgym.world.errors import EnvConfigError
 from envgym.world.spec import ToolLabel, WorldSpec
 
@@ -78,6 +80,16 @@ class TargetRule(_Model):
                                             "best (two or more of its words, no tie; needs the record table)")
     ranks: dict[str, str] = Field(default_factory=dict, description="superlative -> numeric field ('-field': the "
                                   "smallest): 'the largest file' names the file of largest size")
+
+
+class FieldRule(_Model):
+    """Who writes the fields of the records a read returns. For a `reads_untrusted` tool, `platform` lists the fields
+    the platform writes (an email's sender and id, an event's date): their whole values are trusted. For a
+    `read_only` tool, `author` lists the fields a third party writes (a contact's display name, taken from an
+    email): their values are untrusted data."""
+
+    platform: list[str] = Field(default_factory=list)
+    author: list[str] = Field(default_factory=list)
 
 
 class RecordRule(_Model):
@@ -108,6 +120,15 @@ class ToolRule(_Model):
                                  "number computed from the user's, such sources' and trusted records' numbers: an "
                                  "amount, a postal address, the address of a user the user named.")
     records: RecordRule | None = Field(None, description="For a read: how the user names the records it returns.")
+    fields: FieldRule | None = Field(None, description="For a read: which fields the platform writes, which a "
+                                     "third party does.")
+    recipients: list[str] = Field(default_factory=list, description="Arguments holding email addresses (a list, or "
+                                  "one string with several): parsed, one address per atom, each checked.")
+    payees: list[str] = Field(default_factory=list, description="Arguments naming who receives by a non-address "
+                              "value (an IBAN, a user or channel name), checked as whole values.")
+    payload: list[str] = Field(default_factory=list, description="Arguments naming a record that goes to the "
+                               "recipients (an attachment, a shared file, a forwarded email): refused unless every "
+                               "recipient is one the user named.")
 
 
 class GuardConfig(_Model):
@@ -159,6 +180,10 @@ class _Policy:
     checked: bool  # False: switched off (`enabled: false`), only limits apply
     delegable: tuple[str, ...]
     records: RecordRule | None
+    fields: FieldRule | None
+    recipients: tuple[str, ...]
+    payees: tuple[str, ...]
+    payload: tuple[str, ...]
 
 
 def _compile(name: str, labels: set[str], rule: ToolRule) -> _Policy:
@@ -176,9 +201,13 @@ def _compile(name: str, labels: set[str], rule: ToolRule) -> _Policy:
         intent = (name.split("_", 1)[0].lower(),)
     else:
         intent = ()
-    control = tuple(rule.control) if rule.control is not None else (None if side_effect else ())
+    # Recipient and payee arguments are control arguments; naming them says which arguments choose something.
+    control: tuple[str, ...] | None = tuple(rule.control or ()) + tuple(rule.recipients) + tuple(rule.payees)
+    if rule.control is None and not control:
+        control = None if side_effect else ()
     return _Policy(source, control, tuple(rule.content), tuple(rule.secret), tuple(rule.chosen), tuple(rule.fetch),
-                   rule.target, intent, dict(rule.limits), rule.enabled, tuple(rule.delegable), rule.records)
+                   rule.target, intent, dict(rule.limits), rule.enabled, tuple(rule.delegable), rule.records,
+                   rule.fields, tuple(rule.recipients), tuple(rule.payees), tuple(rule.payload))
 
 
 class Guard:
@@ -246,9 +275,19 @@ class Guard:
         policy = self.policies.get(tool, self._unknown)
         if policy.source == "sink":
             return
-        provenance.add_result(content, policy.source == "trusted", arguments, bool(policy.fetch))
+        fields = policy.fields
+        result = parse_result(content) if fields is not None else None
+        if fields is not None and policy.source == "trusted" and fields.author and not isinstance(result, str):
+            authored = [v for f in fields.author for v in field_values(result, f)]
+            provenance.add_result(json.dumps(authored), False, arguments, bool(policy.fetch))
+            provenance.add_result(json.dumps(_without(result, set(fields.author))), True)
+        else:
+            provenance.add_result(content, policy.source == "trusted", arguments, bool(policy.fetch))
+        if fields is not None and policy.source == "untrusted" and fields.platform and not isinstance(result, str):
+            provenance.add_trusted_values(v for f in fields.platform for item in field_values(result, f)
+                                          for v in leaves(item))
         if self.config.private or policy.records is not None:
-            result = parse_result(content)
+            result = parse_result(content) if result is None else result
             if self.config.private:
                 self.record_private(provenance, result)
             self.record_named(provenance, tool, result)
@@ -259,7 +298,7 @@ class Guard:
         if rule is not None:
             values = stamped_values(result, rule.names, rule.stamped, provenance.said[0])
             if values:
-                provenance.add_result(json.dumps([normalize(v) for item in values for v in leaves(item)]), True)
+                provenance.add_named(v for item in values for v in leaves(item))
 
     def record_private(self, provenance: Provenance, result: Any) -> None:
         """Tell `provenance` the values of `result` (a JSON-like value) in the fields `private` declares (matched
@@ -298,24 +337,27 @@ class Guard:
 
     def _scope(self, tool: str, policy: _Policy, args: dict[str, Any], provenance: Provenance,
                lookup: RecordLookup | None, table: RecordTable | None) -> list[str]:
+        """Intent by meaning (`envgym.guard.intent`): the user's request asks for the action, and names its target in
+        a sentence that asks for it."""
         user = provenance.said[0]
         reasons: list[str] = []
-        if policy.intent and not any(_has_word(user, word) for word in policy.intent):
+        if policy.intent and not asks(user, policy.intent):
             reasons.append(f"the user's request does not ask to {' / '.join(policy.intent)} ({tool})")
         target = policy.target
         if target is not None and target.arg in args:
             key = str(args[target.arg])
+            scope = object_scope(user, policy.intent) if policy.intent else user
             record = lookup(target.entity, key) if lookup is not None else None
             names = [key]
             for field in target.names if record is not None else ():
                 value = record.get(field) if record is not None else None
                 if value is not None:
                     names += [str(value), str(value).split("\n", 1)[0]]
-            named = any(spans(user, normalize(n)) for n in names if n.strip())
+            named = any(spans(scope, normalize(n)) for n in names if n.strip())
             if not named and record is not None and table is not None and (target.match == "best" or target.ranks):
                 records = table(target.entity)
-                named = (target.match == "best" and described(user, records, target.names, key)) or \
-                    key in ranked(user, records, target.ranks)
+                named = (target.match == "best" and described(scope, records, target.names, key)) or \
+                    key in ranked(scope, records, target.ranks)
             if (record is not None or lookup is None) and not named:
                 reasons.append(f"argument {target.arg}={key!r} is a {target.entity} record the user did not ask about")
         return reasons
@@ -331,21 +373,36 @@ class Guard:
             for value in leaves(args.get(arg)):
                 for field in provenance.private_in(value):
                     words = self.config.private.get(field, [])
-                    if not any(_has_word(user, normalize(w)) for w in words):
+                    if not any(mentions(user, normalize(w)) for w in words):
                         reasons.append(f"argument {arg} carries the private {field}, which the user's request does "
                                        "not ask to send")
         return reasons
 
     def _flow(self, policy: _Policy, args: dict[str, Any], provenance: Provenance) -> list[str]:
         reasons: list[str] = []
-        named = {*policy.content, *policy.secret, *policy.fetch, *((policy.target.arg,) if policy.target else ())}
+        named = {*policy.content, *policy.secret, *policy.fetch, *policy.payload,
+                 *((policy.target.arg,) if policy.target else ())}
         control = policy.control if policy.control is not None else tuple(a for a in args if a not in named)
-        for arg in (*control, *policy.fetch):
+        strangers: list[str] = []  # recipients the user did not name
+        for arg in control:
             for value in leaves(args.get(arg)):
-                if not provenance.trusted(value) and not (
-                        arg in policy.delegable and provenance.delegates(value, for_fetch=arg in policy.fetch)):
-                    reasons.append(f"argument {arg}={value!r} does not come from the user's request or trusted "
-                                   "records")
+                atoms = [value]
+                if arg in policy.recipients:
+                    try:
+                        atoms = address_list(value)
+                    except AtomError as error:
+                        reasons.append(f"argument {arg}: {error}")
+                        continue
+                for atom in atoms:
+                    if not provenance.trusted(atom) and not (
+                            arg in policy.delegable and provenance.delegates(atom)):
+                        reasons.append(f"argument {arg}={atom!r} does not come from the user's request or trusted "
+                                       "records")
+                    elif (arg in policy.recipients or arg in policy.payees) and not provenance.named(atom):
+                        strangers.append(atom)
+        for arg in policy.fetch:
+            for value in leaves(args.get(arg)):
+                reasons += self._fetch(arg, value, arg in policy.delegable, provenance)
         for arg in policy.secret:
             for value in leaves(args.get(arg)):
                 if USER not in provenance.sources(value) or provenance.in_untrusted(value):
@@ -361,7 +418,34 @@ class Guard:
                 for token in provenance.untrusted_tokens(value):
                     reasons.append(f"argument {arg} contains {token!r}, which does not come from the user's request "
                                    "or trusted records")
-        return reasons
+                if strangers:
+                    for token in provenance.untrusted_values(value):
+                        reasons.append(f"argument {arg} carries {token!r}, written only by untrusted data, to "
+                                       f"{', '.join(strangers)}, whom the user did not name")
+        if strangers:
+            for arg in policy.payload:
+                for value in leaves(args.get(arg)):
+                    reasons.append(f"argument {arg}={value!r} would go to {', '.join(strangers)}, whom the user did "
+                                   "not name")
+        return list(dict.fromkeys(reasons))
+
+    @staticmethod
+    def _fetch(arg: str, value: str, delegable: bool, provenance: Provenance) -> list[str]:
+        """A fetched URL: typed by the user (or in a source the user pointed at, when delegable) as a whole, or at a
+        trusted host with no data in its userinfo or query."""
+        try:
+            parsed = url(value)
+        except AtomError as error:
+            return [f"argument {arg}: {error}"]
+        if provenance.sources(value) - {ALLOWED} or provenance.sources(parsed.canonical) - {ALLOWED} or (
+                delegable and provenance.delegates(value, for_fetch=True)):
+            return []
+        if not provenance.host_trusted(parsed.host):
+            return [f"argument {arg}={value!r} goes to {parsed.host}, a host that does not come from the user's "
+                    "request or trusted records"]
+        if parsed.userinfo or parsed.params:
+            return [f"argument {arg}={value!r} carries data in its userinfo or query, which the user did not type"]
+        return []
 
     def refusal(self, verdict: Verdict, mode: str) -> str:
         """The tool result for a held call that was not confirmed: what was held and why."""
@@ -373,15 +457,19 @@ class Guard:
         )
 
 
+def field_values(result: Any, name: str) -> list[Any]:
+    """The values of field `name` in every record (dict) of a JSON-like result, nested records included."""
+    return [record[name] for record in records_in(result) if name in record]
+
+
+def _without(result: Any, names: set[str]) -> Any:
+    """`result` with the fields `names` removed from every record."""
+    if isinstance(result, dict):
+        return {k: _without(v, names) for k, v in result.items() if k not in names}
+    if isinstance(result, list | tuple):
+        return [_without(v, names) for v in result]
+    return result
+
+
 def _field_name(key: str) -> str:
     return "_".join(key.lower().replace("-", " ").replace("_", " ").split())
-
-
-def _has_word(text: str, word: str) -> bool:
-    """Whether `text` holds a word starting with `word` ("cancel" matches "cancelled")."""
-    start = text.find(word)
-    while start != -1:
-        if start == 0 or not text[start - 1].isalnum():
-            return True
-        start = text.find(word, start + 1)
-    return False

@@ -3,19 +3,27 @@
 A `Provenance` is fed every text the agent has seen, labelled by origin, and answers one question per argument
 value: `sources(value)`, the set of origins that could have given it. Values are compared in their normal form
 (`envgym.guard.text.normalize`), so a rewrite (case, spacing, "[at]", percent- or base64-encoding) keeps the
-origin of what it rewrites. Work is lazy: a tool result is only parsed when a held-back call needs the answer.
+origin of what it rewrites. Trust attaches to whole field values of trusted records (`add_trusted_values`), never
+to a substring of their serialized text: an address inside a contact's display name is not a trusted address.
+Values the user *named* (typed, or a platform field of a record the user named: `add_named`) are a subset of the
+trusted ones; content may flow to a recipient the user did not name only without values that untrusted data alone
+wrote (`untrusted_values`). Work is lazy: a tool result is only parsed when a held-back call needs the answer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from envgym.guard.atoms import AtomError, address_list, text_atoms, url_or_none
 from envgym.guard.derive import computed, numbers_in
 from envgym.guard.text import addresses_and_links, decoded_views, host_of, normalize, spans, squash
+
+_RUN = 8  # words: a run this long copied out of untrusted text is that text's content (a file's, an email's)
 
 USER, SYSTEM, TRUSTED, ALLOWED = "user", "system", "trusted", "allow_list"
 SOURCES = (USER, SYSTEM, TRUSTED, ALLOWED)
@@ -53,6 +61,16 @@ def _scan(content: str) -> tuple[str, str, tuple[str, ...], tuple[tuple[str, str
     return "\n".join(views), "\n".join(squash(v) for v in views), tokens, tuple(indicators.items())
 
 
+def _allowed_host(low: str, domains: tuple[str, ...]) -> bool:
+    """Whether `low` is exactly one address, or one URL without userinfo or query, at an allow-listed domain."""
+    try:
+        found = address_list(low)
+    except AtomError:
+        parsed = url_or_none(low)
+        return parsed is not None and not parsed.userinfo and not parsed.params and parsed.host in domains
+    return len(found) == 1 and found[0].rsplit("@", 1)[1] in domains
+
+
 class Provenance:
     """The origins of the text one episode has shown the agent.
 
@@ -68,7 +86,10 @@ class Provenance:
         self.tainted = False
         self._user: list[str] = []
         self._system: list[str] = []
-        self._trusted: list[str] = []  # lower-case JSON texts of trusted results
+        self._trusted: list[str] = []  # lower-case texts of trusted results (for their numbers)
+        self._trusted_values: set[str] = set()  # normal forms of whole field values of trusted records
+        self._trusted_hosts: set[str] = set()  # hosts of the addresses and URLs among them
+        self._named: set[str] = set()  # platform-written values of records the user named
         self._untrusted: list[str] = []  # untrusted results and error messages, as shown
         # Derived from `_untrusted` on first need, up to `_parsed` / `_scanned` results.
         self._parsed = self._scanned = 0
@@ -77,6 +98,9 @@ class Provenance:
         self._untrusted_squashed = ""
         self._indicators: dict[str, str] = {}  # address, link or host -> its squashed form
         self._said: tuple[str, str] | None = None
+        self._atoms_seen = 0
+        self._atom_values: set[str] = set()
+        self._runs: set[tuple[str, ...]] = set()
         self.private: dict[str, str] = {}  # normal form of a private value -> its field
         # Untrusted results of reads that chose their source by strings (a file name, a URL, a channel), whether the
         # read was a fetch from an outside server: `delegated` decides at question time whether the user typed them.
@@ -98,11 +122,42 @@ class Provenance:
         name, URL, channel, query); `fetch`: the read went to an outside server."""
         if trusted:
             self._trusted.append(content.lower())
+            self.add_trusted_values(leaves(parse_result(content)))
         else:
             self._untrusted.append(content)
             self.tainted = True
             if arguments:
                 self._pointed.append((content, arguments, fetch))
+
+    def add_trusted_values(self, values: Any) -> None:
+        """Record whole field values of trusted records (an address field, a name field): each value, and each
+        address of a value that is an address list, is trusted; nothing inside a longer value is."""
+        for value in values:
+            low = normalize(value if isinstance(value, str) else json.dumps(value))
+            if not low:
+                continue
+            self._trusted_values.add(low)
+            if "@" in low or "." in low:
+                try:
+                    found = address_list(low)
+                except AtomError:
+                    parsed = url_or_none(low)
+                    if parsed is not None:
+                        self._trusted_hosts.add(parsed.host)
+                    continue
+                self._trusted_values.update(found)
+                self._trusted_hosts.update(a.rsplit("@", 1)[1] for a in found)
+
+    def add_named(self, values: Any) -> None:
+        """Record platform-written values of a record the user named (its sender, participants): trusted and
+        named by the user."""
+        values = list(values)
+        self.add_trusted_values(values)
+        for value in values:
+            low = normalize(value if isinstance(value, str) else json.dumps(value))
+            self._named.add(low)
+            with contextlib.suppress(AtomError):
+                self._named.update(address_list(low))
 
     def add_private(self, value: str, field: str) -> None:
         """Record a value of a private field (`GuardConfig.private`); short values are too common to track."""
@@ -148,13 +203,31 @@ class Provenance:
         low = normalize(value if isinstance(value, str) else json.dumps(value))
         return bool(low) and any(self._has(source, low) for source in (ALLOWED, TRUSTED, USER, SYSTEM))
 
+    def named(self, value: Any) -> bool:
+        """Whether the user named `value`: typed it (not only inside quoted untrusted text), the system prompt says it
+        (the user's own address), or it is a platform-written value of a record the user named."""
+        low = normalize(value if isinstance(value, str) else json.dumps(value))
+        return bool(low) and (low in self._named or self._has(USER, low) or self._has(SYSTEM, low))
+
+    def host_trusted(self, host: str) -> bool:
+        """Whether a host (canonical, see `envgym.guard.atoms.host`) is allow-listed, or the host of an address or
+        link the user, the system prompt or a trusted record gave."""
+        if host in self.allow_domains or host in self._trusted_hosts:
+            return True
+        user, system = self.said
+        return host in self._said_hosts(user + "\n" + system)
+
+    @staticmethod
+    @functools.lru_cache(maxsize=256)
+    def _said_hosts(text: str) -> frozenset[str]:
+        return frozenset(a.value for a in text_atoms(text) if a.kind == "host")
+
     def _has(self, source: str, low: str) -> bool:
         if source == ALLOWED:
-            return low in self.allow_recipients or (" " not in low and "." in low
-                                                    and host_of(low) in self.allow_domains)
+            return low in self.allow_recipients or (" " not in low and "." in low and _allowed_host(low,
+                                                                                                 self.allow_domains))
         if source == TRUSTED:
-            quoted = f'"{low}"' if '"' not in low and "\\" not in low else json.dumps(low, ensure_ascii=False)
-            return any(quoted in text for text in self._trusted)
+            return low in self._trusted_values
         user, system = self.said
         return self._typed_by_user(user, low) if source == USER else bool(spans(system, low))
 
@@ -219,6 +292,34 @@ class Provenance:
         squashed = squash(low)
         return list(dict.fromkeys(field for value, field in self.private.items()
                                   if value in low or squash(value) in squashed))
+
+    def _untrusted_atoms(self) -> tuple[set[str], set[tuple[str, ...]]]:
+        """The atoms (values) and the word runs of `_RUN` words of every untrusted text seen so far."""
+        if self._atoms_seen != len(self._untrusted):
+            for content in self._untrusted[self._atoms_seen:]:
+                for view in decoded_views(content):
+                    self._atom_values.update(a.value for a in text_atoms(view))
+                    words = view.split()
+                    self._runs.update(tuple(words[i:i + _RUN]) for i in range(len(words) - _RUN + 1))
+            self._atoms_seen = len(self._untrusted)
+        return self._atom_values, self._runs
+
+    def untrusted_values(self, text: str) -> list[str]:
+        """The values in `text` (addresses, links, hosts, IBANs, phone numbers, codes, and runs of eight words) that
+        untrusted data wrote and no trusted origin gave: what may not flow to a recipient the user did not name."""
+        values, runs = self._untrusted_atoms()
+        user, system = self.said
+        said = {a.value for a in text_atoms(user + "\n" + system)}
+        found = [a.value for a in text_atoms(text)
+                 if a.value in values and a.value not in said and a.value not in self._trusted_values
+                 and not (a.kind == "host" and self.host_trusted(a.value))]
+        words = normalize(text).split()
+        for i in range(len(words) - _RUN + 1):
+            run = tuple(words[i:i + _RUN])
+            if run in runs and " ".join(run) not in user:
+                found.append(" ".join(run))
+                break
+        return list(dict.fromkeys(found))
 
     def untrusted_tokens(self, text: str) -> list[str]:
         """Addresses, links and hosts in `text` (any spelling, base64 included) that untrusted data wrote and no

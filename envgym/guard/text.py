@@ -12,7 +12,8 @@ import binascii
 import functools
 import re
 import unicodedata
-from urllib.parse import unquote
+from typing import Any
+from urllib.parse import unquote, urlsplit
 
 UNTRUSTED_OPEN = "<untrusted_data"
 UNTRUSTED_CLOSE = "</untrusted_data>"
@@ -30,20 +31,52 @@ _SQUARE_TOKENS = ("[INST]", "[/INST]", "[TOOL_CALLS]", "[TOOL_RESULTS]", "[/TOOL
                   "[/AVAILABLE_TOOLS]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]")
 _ESCAPES = str.maketrans({"<": "&lt;", ">": "&gt;", "[": "&#91;", "]": "&#93;"})
 
-_TLDS = r"(?:com|org|net|io|co|de|uk|info|biz|us|eu|ru|cn|xyz|app|dev|me|ai)"
 # On text whose whitespace is already one space: "[at]", "(dot)", "{@}" ..., and the bare words " at " / " dot "
-# where a domain follows.
+# where a domain follows whose last label is a public suffix (any TLD the public suffix list knows).
 _BRACKETED = re.compile(r" ?[\[({<] ?(at|@|dot|\.) ?[\])}>] ?")
-_WORD_DOT = re.compile(r" dot (?=" + _TLDS + r"\b)")
-_WORD_AT = re.compile(r" at (?=[a-z0-9-]+(?:\.[a-z0-9-]+)*\." + _TLDS + r"\b)")
+_WORD_DOT = re.compile(r"(?<=[\w-]) dot ([\w-]+)")
+_WORD_AT = re.compile(r"(?<=[\w.+-]) at ((?:[\w-]+\.)+([\w-]+))\b")
 _B64_RE = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
-_EMAIL_RE = re.compile(r"[a-z0-9_.+-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)+")
+_EMAIL_RE = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _LINK_RE = re.compile(
     r"(?:[a-z][a-z0-9+.-]*://[^\s\"'<>]+"  # any scheme
-    r"|(?<![@\w.-])(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,24}\b(?![@-])(?:[/?#:][^\s\"'<>]*)?)"
+    r"|(?<![@\w.-])(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.)+([^\W\d_]{2,24}|xn--[a-z0-9-]+)\b(?![@-])"
+    r"(?:[/?#:][^\s\"'<>]*)?)"
 )
-# Scheme-less "domains" that are file names, not hosts.
-_FILE_SUFFIXES = frozenset(["txt", "pdf", "doc", "docx", "xls", "xlsx", "csv", "ppt", "pptx", "md", "json", "yaml", "yml", "png", "jpg", "jpeg", "gif", "zip", "py", "js", "html", "htm", "xml", "log", "ics", "eml", "key", "pages", "numbers"])
+# Scheme-less "domains" that are file names, not hosts (unless a path follows).
+_FILE_SUFFIXES = frozenset(["txt", "pdf", "doc", "docx", "xls", "xlsx", "csv", "ppt", "pptx", "md", "json", "yaml",
+                            "yml", "png", "jpg", "jpeg", "gif", "zip", "py", "js", "html", "htm", "xml", "log", "ics",
+                            "eml", "key", "pages", "numbers"])
+
+
+@functools.cache
+def _suffixes() -> Any:
+    """The public suffix list (the snapshot the `publicsuffixlist` package ships: no network)."""
+    from publicsuffixlist import PublicSuffixList
+
+    return PublicSuffixList(only_icann=True)
+
+
+def is_public_suffix(label: str) -> bool:
+    """Whether `label` ("com", "online", "co.uk", "рф") is a suffix of the public suffix list."""
+    return bool(label) and bool(_suffixes().is_public(label, accept_unknown=False))
+
+
+@functools.cache
+def _confusables() -> dict[str, str]:
+    """Each character the Unicode confusables table (package `confusable-homoglyphs`) lists as a look-alike of one
+    ASCII letter, digit or address sign, mapped to that character."""
+    from confusable_homoglyphs.confusables import confusables_data
+
+    table: dict[str, str] = {}
+    for char, glyphs in confusables_data.items():
+        if len(char) != 1 or char.isascii():
+            continue
+        ascii_glyphs = [g["c"] for g in glyphs if len(g["c"]) == 1 and g["c"].isascii()
+                        and (g["c"].isalnum() or g["c"] in ".@-_/:")]
+        if ascii_glyphs:
+            table[char] = ascii_glyphs[0].lower()
+    return table
 
 
 def escape_control(text: str) -> str:
@@ -69,10 +102,22 @@ def normalize(text: str) -> str:
     if "at" in text or "dot" in text or "@" in text:
         text = _BRACKETED.sub(lambda m: "@" if m.group(1) in ("at", "@") else ".", text)
         if " dot " in text:
-            text = _WORD_DOT.sub(".", text)
+            text = _WORD_DOT.sub(lambda m: "." + m.group(1) if is_public_suffix(m.group(1)) else m.group(0), text)
         if " at " in text:
-            text = _WORD_AT.sub("@", text)
+            text = _WORD_AT.sub(lambda m: "@" + m.group(1) if is_public_suffix(m.group(2)) else m.group(0), text)
     return text
+
+
+@functools.lru_cache(maxsize=8192)
+def skeleton(text: str) -> str:
+    """`normalize(text)` with every look-alike character (Cyrillic "ѕ", Greek "ο", fullwidth signs...) replaced by the
+    ASCII character it imitates: the form under which content is searched for addresses and links. Never the form
+    a recipient is trusted by (a look-alike of a trusted domain is another domain)."""
+    normal = normalize(text)
+    if normal.isascii():
+        return normal
+    table = _confusables()
+    return "".join(table.get(c, c) for c in normal)
 
 
 def squash(normal: str) -> str:
@@ -82,8 +127,8 @@ def squash(normal: str) -> str:
 
 
 def decoded_views(text: str) -> list[str]:
-    """`text` normalized, plus the normalized decoding of every base64 token in it that decodes to text."""
-    views = [normalize(text)]
+    """`text` as its skeleton, plus the skeleton of every base64 token in it that decodes to text."""
+    views = [skeleton(text)]
     for token in _B64_RE.findall(text):
         try:
             raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_" if "-" in token or "_" in token
@@ -92,28 +137,34 @@ def decoded_views(text: str) -> list[str]:
         except (binascii.Error, UnicodeDecodeError, ValueError):
             continue
         if decoded.isprintable() or "\n" in decoded:
-            views.append(normalize(decoded))
+            views.append(skeleton(decoded))
     return views
 
 
 def addresses_and_links(normal: str) -> list[str]:
-    """The email addresses and links (with or without a scheme) in a normalized text."""
+    """The email addresses and links (with or without a scheme; a scheme-less host must end in a public suffix) in
+    a normalized text."""
     found = [m.rstrip(".,;:!?)") for m in _EMAIL_RE.findall(normal)]
-    for match in _LINK_RE.findall(normal):
-        link = match.rstrip(".,;:!?)'\"")
-        host = link.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0]
-        if "://" not in link and host.rsplit(".", 1)[-1] in _FILE_SUFFIXES:
-            continue
+    for match in _LINK_RE.finditer(normal):
+        link = match.group(0).rstrip(".,;:!?)'\"")
+        if "://" not in link:
+            host = link.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0].split(":", 1)[0]
+            labels = host.split(".")
+            if not any(is_public_suffix(".".join(labels[i:])) for i in range(1, len(labels))):
+                continue
+            if labels[-1] in _FILE_SUFFIXES and link == host:
+                continue
         found.append(link)
     return found
 
 
 def host_of(link: str) -> str:
-    """The host of an address ("a@b.com" -> "b.com") or link ("https://www.b.com/x" -> "b.com")."""
-    if "@" in link and "://" not in link:
-        return link.rsplit("@", 1)[1]
-    host = link.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0].split("#", 1)[0].split(":", 1)[0]
-    return host.removeprefix("www.")
+    """The host of an address ("a@b.com" -> "b.com") or link, with or without a scheme ("https://www.b.com/x",
+    "b.com/x?u=a@c.com" -> "b.com"): the authority's host, after any userinfo, never text of the path or query."""
+    if "://" not in link and "/" not in link and "?" not in link and "#" not in link:
+        return link.rsplit("@", 1)[-1].removeprefix("www.")
+    parts = urlsplit(link if "://" in link else "//" + link)
+    return (parts.hostname or "").removeprefix("www.")
 
 
 def mentions(text: str, needle: str) -> bool:
