@@ -4,7 +4,9 @@
     # or gym.make("envgym/remote-v0", url=..., token_file=...)
     obs, info = env.reset(seed=0)
 
-Each RemoteEnv holds one session on the server; `close()` ends it. If the server dies mid-episode,
+Each RemoteEnv holds one session on the server; `close()` ends it. Sessions share connections: the RemoteEnvs
+of a process borrow a connection to the server for each call from one pool (`envgym.sandbox.clientpool`), so a
+process with 16,000 sessions holds a few connections, not 16,000. If the server dies mid-episode,
 the next call raises `RemoteEnvError` within `timeout_s`. A server with worker processes (`envgym serve
 --workers N`) names the worker's port when the session is created; every later call goes straight to that worker.
 
@@ -23,9 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import gymnasium as gym
 from pydantic_core import from_json
 
-from envgym.sandbox.akeepalive import AsyncKeepAliveClient
+from envgym.sandbox.clientpool import PooledClient
 from envgym.sandbox.errors import SandboxError, SandboxUnavailableError
-from envgym.sandbox.keepalive import KeepAliveClient
 from envgym.sandbox.wire import EnvResetResult, EnvSessionInfo, EnvStepResult
 from envgym.spaces import UnsupportedSpaceError, build_space
 
@@ -166,8 +167,6 @@ class RemoteEnv(gym.Env[Any, Any]):
         **kwargs: Any,
     ) -> None:
         self.url = url
-        # The asyncio client, made on first use by the loop that uses it (its connections belong to that loop).
-        self._aclient: tuple[asyncio.AbstractEventLoop, AsyncKeepAliveClient] | None = None
         if token_file is not None:
             if token is not None:
                 raise RemoteEnvError("RemoteEnv: give token or token_file, not both")
@@ -181,14 +180,14 @@ class RemoteEnv(gym.Env[Any, Any]):
         else:
             # One retry only: a dead server must surface as an error well within timeout_s.
             try:
-                self._client = KeepAliveClient(url, token=token, timeout_s=timeout_s, retries=1)
+                self._client = PooledClient(url, token=token, timeout_s=timeout_s, retries=1)
             except ValueError as exc:
                 raise RemoteEnvError(f"RemoteEnv: {exc}") from None
         # Options go as given: the server owns the allow-list and names what it refuses.
         body = {"env_id": env_id, "kwargs": kwargs}
         info = EnvSessionInfo.model_validate_json(self._call("create", "/v1/env/sessions", body))
         self.session_id = info.session_id
-        if info.port is not None and isinstance(self._client, KeepAliveClient) and info.port != self._client.port:
+        if info.port is not None and isinstance(self._client, PooledClient) and info.port != self._client.port:
             front, self._client = self._client, self._client.with_port(info.port)
             front.close()
         self.env_id = info.env_id
@@ -294,42 +293,30 @@ class RemoteEnv(gym.Env[Any, Any]):
 
     async def aclose(self) -> None:
         """`close` from an event loop: ends the session without blocking the loop."""
-        if not isinstance(self._client, KeepAliveClient):
+        if not isinstance(self._client, PooledClient):
             await asyncio.to_thread(self.close)
             return
         client, self._client = self._client, None
         # A server that is gone or already reaped the session leaves nothing to release.
         with contextlib.suppress(SandboxError):
-            await self._async_client(client).request("DELETE", f"/v1/env/sessions/{self.session_id}")
-        held, self._aclient = self._aclient, None
-        if held is not None and held[0] is asyncio.get_running_loop():
-            await held[1].aclose()
-        client.close()
-
-    def _async_client(self, client: KeepAliveClient) -> AsyncKeepAliveClient:
-        loop = asyncio.get_running_loop()
-        if self._aclient is None or self._aclient[0] is not loop:
-            # A client made by another (perhaps closed) loop cannot be used here; its connection goes with it.
-            # `client` talks to the session's worker when the server has several.
-            self._aclient = (loop, AsyncKeepAliveClient(client))
-        return self._aclient[1]
+            await client.arequest("DELETE", f"/v1/env/sessions/{self.session_id}")
 
     async def _acall(self, what: str, path: str, body: dict[str, Any]) -> bytes:
         client = self._client
         if client is None:
             raise RemoteEnvError(f"RemoteEnv({self.url}).{what}: the env is closed")
-        if not isinstance(client, KeepAliveClient):
+        if not isinstance(client, PooledClient):
             # A sandbox's own client (often a Unix socket) has no asyncio twin: its call runs on a worker thread.
             return await asyncio.to_thread(self._call, what, path, body)
         try:
-            return await self._async_client(client).request("POST", path, json.dumps(body).encode())
+            # `client` talks to the session's worker when the server has several.
+            return await client.arequest("POST", path, json.dumps(body).encode())
         except SandboxUnavailableError as exc:
             raise RemoteEnvError(f"RemoteEnv({self.url}).{what}: env server unreachable: {exc}") from exc
         except SandboxError as exc:
             raise RemoteEnvError(f"RemoteEnv({self.url}).{what}: {type(exc).__name__}: {exc}") from exc
 
     def close(self) -> None:
-        self._aclient = None  # its connections close with the loop that made them
         client, self._client = self._client, None
         if client is None:
             return

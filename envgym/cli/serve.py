@@ -17,7 +17,7 @@ from dataclasses import replace
 import gymnasium as gym
 
 from envgym.cli.common import CliError, add_json_flag, print_json
-from envgym.sandbox.limits import ENV_SERVER_LIMITS
+from envgym.sandbox.limits import ENV_SERVER_LIMITS, SessionLimits
 from envgym.sandbox.process import ExecDefaults
 from envgym.sandbox.server import make_http_server, serve_until_stopped
 from envgym.sandbox.server_env import EnvHost, EnvSessions
@@ -51,7 +51,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     auth.add_argument("--no-auth", action="store_true", help="accept clients without a token (loopback only)")
     p.add_argument("--session-idle", type=float, default=600.0, help="close sessions idle this long (s)")
-    p.add_argument("--max-sessions", type=int, default=4096, help="sessions at once, all workers together")
+    p.add_argument(
+        "--max-sessions",
+        type=int,
+        default=None,
+        help="sessions at once, all workers together (default: what half the available memory holds, see "
+        "envgym.sandbox.limits.SessionLimits)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        help="open connections each process accepts (default: what its file descriptor limit and memory allow, "
+        "see envgym.sandbox.limits.ServerLimits)",
+    )
     p.add_argument(
         "--workers", type=int, default=1, help="worker processes holding the sessions (one per core; 1: this one)"
     )
@@ -79,7 +92,10 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from None
         if args.threads < 1:
             raise CliError(f"--threads: expected at least 1, got {args.threads}")
-        limits = replace(ENV_SERVER_LIMITS, handler_threads=args.threads)
+        for flag, value in (("--max-sessions", args.max_sessions), ("--max-connections", args.max_connections)):
+            if value is not None and value < 1:
+                raise CliError(f"{flag}: expected at least 1, got {value}")
+        limits = replace(ENV_SERVER_LIMITS, handler_threads=args.threads, max_connections=args.max_connections)
         sessions = _sessions(args, env_id, token_file, token)
         # An env server offers env routes only: no exec, files, archives, nor a shutdown any client could call.
         service = SandboxService(
@@ -98,11 +114,18 @@ def run(args: argparse.Namespace) -> int:
         except BaseException:
             sessions.close_all()
             raise
+        budgets = {"max_connections": server.max_connections, "max_sessions": _session_budget(args)}
+        print(
+            f"envgym serve: budgets: {budgets['max_connections']} connections per process, "
+            f"{budgets['max_sessions']} sessions",
+            file=sys.stderr,
+            flush=True,
+        )
         port = server.server_address[1]
         auth = f"(token file: {token_file})" if token_file else "(no auth)"
         print(f"envgym serve: {env_id} on http://{args.host}:{port} {auth}", file=sys.stderr, flush=True)
         if args.json:
-            print_json({"env": env_id, "url": f"http://{args.host}:{port}", "token_file": token_file})
+            print_json({"env": env_id, "url": f"http://{args.host}:{port}", "token_file": token_file, **budgets})
         reason = serve_until_stopped(service, server)
         print(f"envgym serve: stopped ({reason})", file=sys.stderr, flush=True)
     return 0
@@ -111,12 +134,13 @@ def run(args: argparse.Namespace) -> int:
 def _sessions(args: argparse.Namespace, env_id: str, token_file: str | None, token: str | None) -> EnvSessions:
     if args.workers < 1:
         raise CliError(f"--workers: expected at least 1, got {args.workers}")
+    total = _session_budget(args)
     if args.workers == 1:
-        return EnvHost(
-            env_id, idle_s=args.session_idle, max_sessions=args.max_sessions, session_prefix=args.session_prefix
-        )
-    share = -(-args.max_sessions // args.workers)
+        return EnvHost(env_id, idle_s=args.session_idle, max_sessions=total, session_prefix=args.session_prefix)
+    share = -(-total // args.workers)
     options = ["--session-idle", str(args.session_idle), "--max-sessions", str(share), "--threads", str(args.threads)]
+    if args.max_connections is not None:
+        options += ["--max-connections", str(args.max_connections)]
     try:
         workers = start_workers(
             env_id, args.workers, host=args.host, token_file=token_file, token=token, options=options
@@ -124,6 +148,13 @@ def _sessions(args: argparse.Namespace, env_id: str, token_file: str | None, tok
     except RuntimeError as exc:
         raise CliError(str(exc)) from None
     return WorkerHost(workers)
+
+
+def _session_budget(args: argparse.Namespace) -> int:
+    """--max-sessions, or what memory holds; worked out once, when the front starts (kept on `args`)."""
+    if args.max_sessions is None:
+        args.max_sessions = SessionLimits().session_budget()
+    return int(args.max_sessions)
 
 
 def _stop(service: SandboxService, why: str) -> None:

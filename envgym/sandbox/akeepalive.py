@@ -56,6 +56,7 @@ class AsyncKeepAliveClient:
 
     async def _exchange_retrying(self, data: bytes, what: str) -> tuple[int, bytes, bool]:
         for attempt in range(self.spec.retries + 1):
+            reused = self._writer is not None
             try:
                 return await self._exchange(data)
             except (OSError, Dropped, asyncio.IncompleteReadError) as exc:  # refused, reset, closed mid-answer
@@ -65,7 +66,8 @@ class AsyncKeepAliveClient:
             except BaseException:  # cancelled or timed out mid-exchange: the connection's state is unknown
                 self._drop()
                 raise
-            await asyncio.sleep(RETRY_DELAY_S)
+            if not reused:  # a kept-alive connection the server had closed: resend at once on a new one
+                await asyncio.sleep(RETRY_DELAY_S)
         raise AssertionError("unreachable")  # the loop returns or raises
 
     async def _exchange(self, data: bytes) -> tuple[int, bytes, bool]:
@@ -89,6 +91,10 @@ class AsyncKeepAliveClient:
         writer, self._reader, self._writer = self._writer, None, None
         if writer is not None:
             writer.transport.abort()
+
+    def abort(self) -> None:
+        """Close the connection at once, without waiting (a pool discarding an idle one); the next call reopens it."""
+        self._drop()
 
     async def aclose(self) -> None:
         writer, self._reader, self._writer = self._writer, None, None

@@ -70,12 +70,19 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
+def _has_unread(reader: asyncio.StreamReader) -> bool:
+    """Whether bytes have arrived that the connection's task has not read yet. (StreamReader keeps them in a
+    private buffer; without it, it says no.)"""
+    return bool(getattr(reader, "_buffer", b""))
+
+
 @dataclass(eq=False)
 class _Connection:
+    reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     waiting_since: float  # when it began waiting for a request head
     task: asyncio.Task[None] | None = None
-    waiting: bool = True  # evictable: no request of it is being read or run
+    waiting: bool = True  # no request of it is being read or run (evictable unless one has just arrived)
     deadline: float = math.inf  # loop time by which the current wait must end (see HttpServer._within)
     expired: bool = False  # the watchdog cancelled the task because the deadline passed
 
@@ -224,9 +231,13 @@ class HttpServer:
     # -- connections ----------------------------------------------------------------------------------------
 
     def _admit_connection(self, conn: _Connection) -> bool:
-        """Room for `conn`: a free slot, else the slot of the connection that has waited longest for a request."""
+        """Room for `conn`: a free slot, else the slot of the connection that has waited longest for a request.
+
+        A waiting connection whose next request has already arrived (bytes read but not yet taken up by its task)
+        is not idle: closing it would lose a request the client has sent.
+        """
         if len(self._connections) >= self.max_connections:
-            idle = [c for c in self._connections.values() if c.waiting]
+            idle = [c for c in self._connections.values() if c.waiting and not _has_unread(c.reader)]
             if not idle:
                 return False
             victim = min(idle, key=lambda c: c.waiting_since)
@@ -236,7 +247,7 @@ class HttpServer:
         return True
 
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = _Connection(writer, time.monotonic(), asyncio.current_task())
+        conn = _Connection(reader, writer, time.monotonic(), asyncio.current_task())
         if not self._admit_connection(conn):
             busy = SandboxUnavailableError(
                 f"the server has {self.max_connections} connections open and all are busy; retry later"

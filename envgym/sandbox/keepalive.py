@@ -112,6 +112,7 @@ class KeepAliveClient:
         deadline = time.monotonic() + self.timeout_s
         with self._lock:
             for attempt in range(self.retries + 1):
+                reused = self._sock is not None
                 try:
                     status, content, keep_alive = self._exchange(data, deadline)
                     break
@@ -122,7 +123,8 @@ class KeepAliveClient:
                     self._drop()
                     if attempt == self.retries or time.monotonic() + RETRY_DELAY_S >= deadline:
                         raise SandboxUnavailableError(f"{what}: {str(exc) or type(exc).__name__}") from exc
-                    time.sleep(RETRY_DELAY_S)
+                    if not reused:  # a kept-alive connection the server had closed: resend at once on a new one
+                        time.sleep(RETRY_DELAY_S)
             if not keep_alive:
                 self._drop()
         if status >= 400:

@@ -6,6 +6,7 @@ they differ only in the body cap (sandboxes receive archives, env servers receiv
 
 from __future__ import annotations
 
+import os
 import resource
 from dataclasses import dataclass, replace
 
@@ -15,9 +16,11 @@ class ServerLimits:
     """Every bound the HTTP front enforces. A request that breaks one gets a typed error and its connection closed.
 
     Attributes:
-        max_connections: open connections at once. At the limit a new connection evicts the one that has waited
-            longest for a request (idle keep-alive, or a request head still arriving); when every connection is
-            busy it gets 503 and is closed. Lowered to what the process's file descriptor limit allows.
+        max_connections: open connections at once; None (the default) derives it from the file descriptor
+            limit and memory (see `connection_budget`). At the limit a new connection evicts the one that has
+            waited longest for a request (idle keep-alive, or a request head still arriving; never one whose
+            request is being read, run or answered); when every connection is busy it gets 503 and is closed.
+            A number given is still lowered to what the file descriptor limit and memory allow.
         max_header_bytes: request line plus headers; more gets 431.
         max_headers: header lines in one request; more gets 431.
         max_body_bytes: the largest Content-Length accepted; more gets 413 before any of the body is read.
@@ -28,9 +31,12 @@ class ServerLimits:
             what the client is still sending (so the client reads the error instead of a reset), then closes.
         handler_threads: requests running at once (commands, env steps); more wait their turn.
         fd_reserve: file descriptors kept free of connections for pipes, files and environments.
+        connection_bytes: what one open connection is reckoned to cost (its buffers, transport and task, with
+            room to spare); the memory part of the connection budget.
+        connection_memory_share: the share of the memory available at start that connections may take.
     """
 
-    max_connections: int = 1024
+    max_connections: int | None = None
     max_header_bytes: int = 32 << 10
     max_headers: int = 100
     max_body_bytes: int = 256 << 20
@@ -41,25 +47,92 @@ class ServerLimits:
     linger_bytes: int = 1 << 20
     handler_threads: int = 256
     fd_reserve: int = 128
+    connection_bytes: int = 64 << 10
+    connection_memory_share: float = 0.125
 
     def connection_budget(self) -> int:
-        """`max_connections`, lowered so connections can never exhaust the process's file descriptors.
+        """Connections this process may hold: `max_connections` (None: no bound of its own), lowered to the file
+        descriptors left after `fd_reserve` and to `connection_memory_share` of the memory available.
 
-        Raises the soft RLIMIT_NOFILE towards the hard one first (never lowers it): a default soft limit of 1024 is
-        what let 1,100 idle connections kill the old server.
+        Raises the soft RLIMIT_NOFILE to the hard one first (never lowers it): a default soft limit of 1024 is what
+        let 1,100 idle connections kill an old server, and what capped a worker at 1,024 clients.
         """
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        wanted = self.max_connections + self.fd_reserve
-        if soft != resource.RLIM_INFINITY and soft < wanted:
-            target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-            try:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-                soft = target
-            except (ValueError, OSError):
-                pass  # keep the soft limit we have; the budget below follows it
-        if soft == resource.RLIM_INFINITY:
-            return self.max_connections
-        return max(1, min(self.max_connections, soft - self.fd_reserve))
+        by_fds = raise_fd_limit() - self.fd_reserve
+        by_memory = int(self.connection_memory_share * available_memory_bytes() / self.connection_bytes)
+        bounds = [by_fds, by_memory] + ([self.max_connections] if self.max_connections is not None else [])
+        return max(1, min(bounds))
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    """How many env sessions a server holds at once (`envgym serve --max-sessions`, all workers together).
+
+    Attributes:
+        max_sessions: sessions at once; None (the default) derives it from memory (see `session_budget`).
+            A create beyond it is refused with `EnvHostError: too many sessions`.
+        session_bytes: what one live session is reckoned to cost. Measured: 0.06 to 0.09 MiB for retail and
+            calculator (docs/results/sessions.md); reckoned at 128 KiB for larger worlds and heap growth.
+        session_memory_share: the share of the memory available at start that sessions may take.
+    """
+
+    max_sessions: int | None = None
+    session_bytes: int = 128 << 10
+    session_memory_share: float = 0.5
+
+    def session_budget(self) -> int:
+        """`max_sessions` when given, else what `session_memory_share` of the available memory holds."""
+        if self.max_sessions is not None:
+            return self.max_sessions
+        return max(1, int(self.session_memory_share * available_memory_bytes() / self.session_bytes))
+
+
+_NR_OPEN = "/proc/sys/fs/nr_open"
+_MEMINFO = "/proc/meminfo"
+_CGROUP = "/sys/fs/cgroup"
+
+
+def raise_fd_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard one (an unlimited hard one: to the kernel's per-process maximum);
+    returns the soft limit now in force. A limit that cannot be raised is kept."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        hard = _read_int(_NR_OPEN) or 1 << 20
+    if soft == resource.RLIM_INFINITY or soft >= hard:
+        return hard if soft == resource.RLIM_INFINITY else soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    except (ValueError, OSError):
+        return soft
+    return hard
+
+
+def available_memory_bytes() -> int:
+    """Memory this process may still take: the kernel's MemAvailable, lowered to what the cgroup (a container's
+    memory limit) has left."""
+    available = 0
+    try:
+        with open(_MEMINFO) as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+                    break
+    except OSError:
+        pass
+    if not available:  # no /proc (not Linux): physical memory, as the C library reports it
+        available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    cap, used = _read_int(f"{_CGROUP}/memory.max"), _read_int(f"{_CGROUP}/memory.current")
+    if cap is not None and used is not None:
+        available = min(available, max(0, cap - used))
+    return available
+
+
+def _read_int(path: str) -> int | None:
+    """The integer in a one-line /proc or /sys file; None when it is absent or not a number ("max")."""
+    try:
+        with open(path) as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
 
 
 SANDBOX_LIMITS = ServerLimits()
