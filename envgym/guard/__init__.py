@@ -1,14 +1,16 @@
 """The guard: tool labels, provenance tracking, intent scope, confirmation, attack planting and delimiters.
 
 `core` holds the threat model, the per-world rules and the public entry point (`Guard.judge`); `provenance` tracks
-where values came from; `text` normalizes, finds addresses and links, and escapes; `episode` runs it all over one
-episode of an env.
+where values came from; `atoms` parses argument values into typed atoms; `intent` reads what the user's request
+asks for; `text` normalizes, finds addresses and links, and escapes; `episode` runs it all over one episode of an
+env; `script` judges scripted conversations (look-alike and route suites).
 """
 
 from envgym.guard.core import (
     SYSTEM_NOTE,
     Confirm,
     ConfirmationRequest,
+    FieldRule,
     Guard,
     GuardConfig,
     RecordLookup,
@@ -30,6 +32,7 @@ __all__ = [
     "Confirm",
     "ConfirmationRequest",
     "EpisodeGuard",
+    "FieldRule",
     "Guard",
     "GuardConfig",
     "GuardSession",
