@@ -7,7 +7,7 @@ reward curve covers the whole run), its checkpoints, its suite, and a report wit
 the warm start and at its budget beside the new one. This answers "would more updates of the same run have
 helped?"; it is not a result within the run's own budget.
 
-    python benchmarks/extend_run.py --run /work/runs/mt8 --minutes 55 --out /work/runs/mt8x
+    python experiments/extend_run.py --run /work/runs/mt8 --minutes 55 --out /work/runs/mt8x
 """
 
 from __future__ import annotations

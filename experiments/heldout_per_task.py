@@ -4,7 +4,7 @@ each evaluated greedily on the held-out tasks exactly as the run's own evaluatio
 Prints the counts and writes one JSON object: per weights, per task, the verifiable reward, whether the trainer cut
 the episode, the needed tool calls and the start of the last message.
 
-    python benchmarks/heldout_per_task.py --run /work/runs/mt4 --out heldout_per_task.json
+    python experiments/heldout_per_task.py --run /work/runs/mt4 --out heldout_per_task.json
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from envgym.train.rollout import run_group
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The options naming a `train_multiturn.py` run and its warm-started weights (shared with replay_steps.py)."""
-    parser.add_argument("--run", required=True, help="the --out folder of benchmarks/train_multiturn.py")
+    parser.add_argument("--run", required=True, help="the --out folder of experiments/train_multiturn.py")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--warm-start", help="warm-started weights (a state dict) where the run kept none: a run "
                                              "with --beta 0 made before train_multiturn.py saved warm_start.pt")

@@ -1,7 +1,7 @@
 """What info deltas buy an env server: the same `envgym serve` driven by sessions that ask for them and sessions
 that do not, in alternating rounds, next to in-process envs of the same run.
 
-    python benchmarks/info_delta.py [--env envgym/retail-v0] [--sessions 64] [--rounds 4] [--steps 20] [--json]
+    python experiments/info_delta.py [--env envgym/retail-v0] [--sessions 64] [--rounds 4] [--steps 20] [--json]
 
 A tool world's info carries the whole conversation and the tool list; with deltas a step's answer carries only the
 step's new messages (see envgym.sandbox.wire). Prints steps/s per round for each mode (64 client threads, and one
@@ -26,9 +26,8 @@ from rich.table import Table
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from serving import cpu_s, drive, drive_async, start_server  # noqa: E402  (benchmarks/serving.py)
-
 import envgym  # noqa: E402,F401  (registers the bundled environments)
+from benchmarks.serving import cpu_s, drive, drive_async, start_server  # noqa: E402
 from envgym.remote import RemoteEnv  # noqa: E402
 
 MODES = ("in_process", "deltas_threads", "whole_threads", "deltas_asyncio", "whole_asyncio")

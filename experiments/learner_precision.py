@@ -9,7 +9,7 @@ prints seconds per update, the ratio (float32 / bfloat16: above 1 means bfloat16
 bfloat16 moves what the update uses: per-token log-probability differences and the cosine between the two
 gradients.
 
-Run: python benchmarks/learner_precision.py [--samples 18] [--tokens 600] [--repeats 2]
+Run: python experiments/learner_precision.py [--samples 18] [--tokens 600] [--repeats 2]
 """
 
 from __future__ import annotations

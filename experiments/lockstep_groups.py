@@ -17,7 +17,7 @@ second (group after group / lockstep: above 1 means lockstep is faster).
 `--weights FILE` loads a state dict first, e.g. a run's warm-started policy (its checkpoint's `reference.pt`), whose
 episodes follow the task's protocol over several turns as in training; without it, the base model's.
 
-Run: python benchmarks/lockstep_groups.py [--steps 3] [--tasks-per-step 3] [--group-size 6] [--weights FILE]
+Run: python experiments/lockstep_groups.py [--steps 3] [--tasks-per-step 3] [--group-size 6] [--weights FILE]
 """
 
 from __future__ import annotations

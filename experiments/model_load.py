@@ -2,7 +2,7 @@
 cache (envgym.llm.gguf_cache), each measured in fresh processes in the same run, with the ratio.
 
 Every process imports torch and transformers first (not timed: both pay it), then times `load_gguf_model`.
-Run: python benchmarks/model_load.py [--repeats N] [--json]
+Run: python experiments/model_load.py [--repeats N] [--json]
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """PCL against uniform task sampling on envgym/calculator-v0 with the local SmolLM2-135M-Instruct on CPU.
 
-Both arms start from the same warm-started weights (the SFT warm start of `benchmarks/train_calculator.py`),
+Both arms start from the same warm-started weights (the SFT warm start of `experiments/train_calculator.py`),
 run the same number of GRPO steps with the same seed, group size and tasks per step, and differ only in
 `GRPOConfig.sampler`. Reported per arm: the fraction of zero-variance groups (which GRPO skips), the reward
 curve, and greedy success on the held-out tasks (the last `--heldout`, never trained on) before and after,
 with Wilson 95% intervals. Writes to `--out`: `pcl_vs_uniform.png` (both curves), `metrics.jsonl` (every
 step of both arms, tagged with `arm`), `report.json` and `results.md`. Trainer runs and their checkpoints go
-to `--work`. Example: `python benchmarks/pcl_calculator.py --steps 6 --out docs/results/pcl_calculator`.
+to `--work`. Example: `python experiments/pcl_calculator.py --steps 6 --out docs/results/pcl_calculator`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ ARMS = ("pcl", "uniform")
 
 
 def _calculator_benchmark() -> Any:
-    """benchmarks/train_calculator.py as a module (its warm start is reused as is)."""
+    """experiments/train_calculator.py as a module (its warm start is reused as is)."""
     path = Path(__file__).with_name("train_calculator.py")
     spec = importlib.util.spec_from_file_location("train_calculator", path)
     assert spec is not None and spec.loader is not None

@@ -4,7 +4,7 @@ only the weights are the ones GRPO started from. A step whose success is as low 
 the run drew hard tasks; a step that the warm start passes and the run failed was the updates' doing. Step 0 is
 the check: the run made it with these very weights, so its numbers must come out the same.
 
-    python benchmarks/replay_steps.py --run /work/runs/mt10 --steps 0 2 3 4 --out replay_steps.json
+    python experiments/replay_steps.py --run /work/runs/mt10 --steps 0 2 3 4 --out replay_steps.json
 """
 
 from __future__ import annotations

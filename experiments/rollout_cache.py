@@ -7,7 +7,7 @@ transformers' `DynamicCache`, whose every update concatenates, copying the whole
 alternating which goes first, after checking that greedy rollouts come out token for token the same. Prints
 seconds per group and the ratio (old / new: above 1 means the buffered cache is faster).
 
-Run: python benchmarks/rollout_cache.py [--groups 3] [--group-size 6] [--temperature 1.0]
+Run: python experiments/rollout_cache.py [--groups 3] [--group-size 6] [--temperature 1.0]
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ with `generation: server` and with the in-process `CachedSampler`. Prints the pu
 ratio and the fraction of turns the text-only server could not verify. `transformers serve` answers one request at
 a time with no batching, so this measures the wiring and the cost of a push, not a scale engine; vLLM and SGLang
 cannot run on this CPU-only machine.
-Run: python benchmarks/server_generation.py [--model local|tiny-random] [--group 8] [--new-tokens 32] [--rounds 2]
+Run: python experiments/server_generation.py [--model local|tiny-random] [--group 8] [--new-tokens 32] [--rounds 2]
 """
 
 from __future__ import annotations

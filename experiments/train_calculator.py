@@ -9,7 +9,7 @@ last `--heldout` tasks, never used for SFT or GRPO) are evaluated greedily three
 
 calculator tasks allow 4 env steps, so `max_turns` is 4: an episode the trainer cuts earlier is never
 graded and scores 0. Writes `reward_curve.png`, `metrics.jsonl`, `report.json` and `results.md` to
-`--out`. Example: `python benchmarks/train_calculator.py --minutes 20 --out runs/bench-calculator`.
+`--out`. Example: `python experiments/train_calculator.py --minutes 20 --out runs/bench-calculator`.
 
 `--profile` runs the warm start and then GRPO steps until one updates the policy, and prints that step's
 rollout and update times next to a plain-torch forward and backward of the same samples (full logits, each
@@ -17,7 +17,7 @@ micro-batch padded to its longest sample, as the learner did before issue 14) me
 the ratio step / raw; it writes `profile.md` and `profile.json` to `--out`.
 
 `--nproc N` measures GRPO samples per second with 1 and with N data-parallel processes under torchrun
-(`benchmarks/train_nproc.py`), writes `nproc.md` and `nproc.json` to `--out` and stops; `--model tiny-random`
+(`experiments/train_nproc.py`), writes `nproc.md` and `nproc.json` to `--out` and stops; `--model tiny-random`
 makes it a quick check of the path rather than of SmolLM2's speed.
 """
 

@@ -9,7 +9,7 @@ takes every value from the conversation, checked). Held-out success is measured 
 (b) after the warm start, (c) after `--minutes` of GRPO, each with a Wilson 95% interval.
 
 Writes `report.json`, `results.md`, `metrics.jsonl`, `reward_curve.png` and `suite.json` to `--out`. Example:
-`python benchmarks/train_multiturn.py --minutes 60 --out runs/bench-multiturn`.
+`python experiments/train_multiturn.py --minutes 60 --out runs/bench-multiturn`.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def main() -> int:
         "losses": [round(x, 4) for x in losses], "seconds": round(time.perf_counter() - started, 1),
     }
     if not args.beta:  # with beta > 0 the checkpoints keep these weights as the KL reference
-        torch.save(trainer.model.state_dict(), out / "warm_start.pt")  # for benchmarks/heldout_per_task.py
+        torch.save(trainer.model.state_dict(), out / "warm_start.pt")  # for experiments/heldout_per_task.py
     warm = measure("heldout_after_warm_start")
 
     rows = trainer.train(max_seconds=args.minutes * 60)

@@ -1,4 +1,4 @@
-"""`benchmarks/train_calculator.py --nproc N`: GRPO samples per second with 1 and with N data-parallel processes.
+"""`experiments/train_calculator.py --nproc N`: GRPO samples per second with 1 and with N data-parallel processes.
 
 Runs `envgym train` under `torchrun --standalone --nproc-per-node K` for K = 1 and K = N with the same settings
 and the same torch threads per process (`--nproc-threads`, default 1: N processes use N times the cores, as

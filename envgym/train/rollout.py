@@ -149,7 +149,7 @@ def run_groups(
     Group k's episodes reset with `seeds[k] + i`, as `run_group(..., seed=seeds[k])` resets them, so one group
     alone is exactly that call; with several, each turn of all of them is one sampler call (seeded from
     `seeds[0]`): on a 2-core CPU, three groups of 6 sample ~1.45x more tokens a second this way
-    (`benchmarks/lockstep_groups.py`), since a decode step costs much the same for 18 rows as for 6.
+    (`experiments/lockstep_groups.py`), since a decode step costs much the same for 18 rows as for 6.
     """
     if not task_ids or len(seeds) != len(task_ids) or len(envs) % len(task_ids):
         raise ValueError(f"run_groups: {len(envs)} envs, {len(task_ids)} tasks and {len(seeds)} seeds "

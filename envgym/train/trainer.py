@@ -114,7 +114,7 @@ class GRPOTrainer:
         self.dropped_stale = 0  # this rank's; the metrics row sums every rank's
         # This rank's groups of every step (all of them in one process): whole groups, fixed by rank and count.
         self.shard = distributed.GroupShard.for_rank(config.tasks_per_step)
-        self.last_groups: list[Group] = []  # the newest step's groups (benchmarks/train_calculator.py --profile)
+        self.last_groups: list[Group] = []  # the newest step's groups (experiments/train_calculator.py --profile)
         self.curriculum = PromptCurriculum.for_trainer(model, self.tokenizer, self.envs[0], config)  # None: uniform
 
     # ------------------------------------------------------------------ rollouts

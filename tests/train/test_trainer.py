@@ -203,7 +203,7 @@ def test_kl_reference_is_the_policy_as_grpo_starts(tmp_path: Path) -> None:
     trainer = GRPOTrainer(
         _config(tmp_path, beta=0.1, max_steps=1, save_every=0), policy=policy, reward_source=RandomReward()
     )
-    with torch.no_grad():  # a warm start between construction and GRPO (as benchmarks/train_calculator.py does)
+    with torch.no_grad():  # a warm start between construction and GRPO (as experiments/train_calculator.py does)
         for parameter in policy[0].parameters():
             parameter.add_(0.01)
     warm = {k: v.clone() for k, v in policy[0].state_dict().items()}
