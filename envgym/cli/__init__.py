@@ -15,7 +15,7 @@ from typing import NoReturn
 from envgym.cli.common import USER_ERRORS, error_line
 
 # The command modules of this package, in help order; each defines `register(subparsers)`.
-COMMAND_MODULES = ("basic", "eval", "synth", "train", "optimize", "serve", "mcp", "sandbox", "k8s", "model")
+COMMAND_MODULES = ("basic", "eval", "view", "synth", "train", "optimize", "serve", "mcp", "sandbox", "k8s", "model")
 
 
 class Parser(argparse.ArgumentParser):

@@ -66,6 +66,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                               solutions={t.id: t.solution for t in data.tasks}))
     out = Path(args.out or f"runs/eval/{data.name}-{args.policy}")
     paths = report.write(out)
+    paths.update(_write_episodes(report.episodes, out, page=args.report))
     summary: dict[str, Any] = {**report.summary(), "files": {k: str(v) for k, v in paths.items()}}
     if args.json:
         print_json(summary)
@@ -82,6 +83,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_episodes(episodes: list[Any], out: Path, *, page: bool) -> dict[str, Path]:
+    """episodes.jsonl (every trajectory) and, with `page`, report.html showing them (envgym view), linked from
+    report.md."""
+    paths = {"episodes": out / "episodes.jsonl"}
+    paths["episodes"].write_text("".join(e.to_json() + "\n" for e in episodes))
+    if page:
+        from envgym.view.page import write_page
+
+        paths["page"] = write_page([paths["episodes"]], out / "report.html", title=f"envgym eval: {out.name}")
+        with (out / "report.md").open("a") as handle:
+            handle.write("\nEvery episode, turn by turn: [report.html](report.html) (envgym view).\n")
+    return paths
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("eval", help="evaluate a policy: pass@k, pass^k, attack success, cost; writes a report")
     p.add_argument("env")
@@ -96,6 +111,8 @@ def register(sub: Any) -> None:
     p.add_argument("--max-steps", type=positive_int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="output folder (default runs/eval/<env>-<policy>)")
+    p.add_argument("--report", action="store_true",
+                   help="also write report.html, every episode turn by turn (envgym view), linked from report.md")
     add_policy_model_flags(p)
     add_json_flag(p)
     add_env_dir_flag(p)
