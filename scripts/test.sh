@@ -8,6 +8,11 @@ if ! command -v mcp-server-filesystem >/dev/null 2>&1; then
   npm install -g --silent @modelcontextprotocol/server-filesystem
 fi
 bash scripts/ci_docker.sh
+# tests/view/test_viewer.py renders envgym view's page in headless Chromium (Debian's package).
+if ! command -v chromium >/dev/null 2>&1; then
+  apt_get() { if [[ $(id -u) == 0 ]]; then apt-get "$@"; else sudo apt-get "$@"; fi; }
+  apt_get update -q && apt_get install -y -q chromium
+fi
 ruff check .
 mypy
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
