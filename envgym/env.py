@@ -33,8 +33,9 @@ The contract
 Per-tool-call rewards (``envgym.rewards.toolcalls``, on unless ``tool_rewards=False``)
     Each step's ``info["tool_calls"]`` labels its calls (valid, error kind, redundant repeat). At the end
     ``info["tool_call_rewards"]`` labels every call (valid, needed: its result was used or it moved the state toward
-    the target, redundant, error) with a shaping value, summed in ``info["tool_call_shaping"]``; the episode reward
-    adds ``tool_reward_weight`` times that sum (0 by default, so the reward stays the rubric's verdict).
+    the target, redundant, error, credited, broke_rule) with a shaping value, summed in
+    ``info["tool_call_shaping"]``; the episode reward adds ``tool_reward_weight`` times that sum, bounded so that a
+    failed episode stays below 1 (``envgym.rewards.credit``; weight 0 by default: the reward is the rubric's).
 
 Security (``envgym.guard``)
     The guard is on by default (``guard=False`` turns it off, a dict overrides the world's ``guard:`` settings). A
@@ -76,7 +77,9 @@ from envgym.protocol import (
     renderer,
     tool_message,
 )
+from envgym.rewards.credit import bounded_reward
 from envgym.rewards.rubric import grade, passes, total_reward
+from envgym.rewards.rules import rule_breaking_calls
 from envgym.rewards.toolcalls import ToolCallLog, ToolCallWeights, score_tool_calls, shaping_reward
 from envgym.spaces import MAX_TEXT, TextSpace
 from envgym.users import STOP, LLMUser, ScriptedUser, UserSimulator
@@ -236,10 +239,12 @@ class ToolWorldEnv(gym.Env[str, Any]):
             components, error = self._grade()
             reward = total_reward(components)
             if self.tool_rewards:
-                scored = score_tool_calls(self.calls.records, self.messages, self.tool_reward_weights)
+                broke = rule_breaking_calls(self.data.world, self.task, self.messages, self.tool_results, self.state)
+                scored = score_tool_calls(self.calls.records, self.messages, self.tool_reward_weights,
+                                          reference=[c.name for c in self.task.solution], excluded=broke)
                 info["tool_call_rewards"] = [r.as_info() for r in scored]
                 info["tool_call_shaping"] = shaping_reward(scored)
-                reward += self.tool_reward_weight * info["tool_call_shaping"]
+                reward = bounded_reward(reward, self.tool_reward_weight * info["tool_call_shaping"])
             info["reward_components"] = components
             info["state_hash"] = self.state.hash()
             if error is not None:
@@ -310,8 +315,8 @@ class ToolWorldEnv(gym.Env[str, Any]):
         if callable(self.user_kind):
             return self.user_kind(task)
         if self.user_kind == "llm":
-            return LLMUser(task, self.user_model)
-        return ScriptedUser(task)
+            return LLMUser(task, self.user_model, write_tools=self._write_tools)
+        return ScriptedUser(task, write_tools=self._write_tools)
 
     def _run_call(self, call: ParsedCall, labels: list[dict[str, Any]],
                   errors: list[ToolErrorKind | None]) -> dict[str, Any]:

@@ -1,16 +1,17 @@
 """User simulators: the other side of the conversation.
 
 `ScriptedUser` is deterministic and task-driven: it opens with the task's first message, answers questions with
-what the task says the user knows, approves confirmations (a request to act first, so "shall I cancel order X?"
-gets a yes, not the order id), says it is done once its goal is met and gives up after
-a few unhelpful replies. `LLMUser` plays the user with any ChatModel; a reply that breaks the part (empty, a tool
+what the task says the user knows, approves a confirmation only for a change it asked for, stated with its values
+(a write of the task's reference solution whose every argument value the request names, so "shall I cancel
+reservation R0022?" gets a yes, "shall I set the bags of R0022 to 0?" a no when the user wants 2, and a request that
+names no values a no), says it is done once its goal is met and gives up after a few unhelpful replies. `LLMUser` plays the user with any ChatModel; a reply that breaks the part (empty, a tool
 call, the agent's voice, a tool of the solution named) is replaced by the scripted user's reply to the same turn.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -52,6 +53,7 @@ class ScriptedUser:
     patience: int = 3
     given: set[str] = field(default_factory=set)
     unhelpful: int = 0
+    write_tools: Collection[str] | None = None  # the world's write tools (None: every call of the solution)
 
     def opening(self) -> str:
         return self.task.opening
@@ -60,9 +62,9 @@ class ScriptedUser:
         if goal_reached():
             return UserTurn(f"Thank you, that is everything I needed. {STOP}", done=True)
         text = agent_text.lower()
-        # Asked for the go-ahead, the user gives it even if the request names facts it knows ("cancel order X?").
+        # Asked for the go-ahead, the user answers it even if the request names facts it knows ("cancel order X?").
         if is_action_request(text):
-            return UserTurn("Yes, please go ahead.")
+            return self._confirm(agent_text)
         answers = [
             f"My {key.replace('_', ' ')} is {value}."
             for key, value in self.task.user_known.items()
@@ -72,12 +74,55 @@ class ScriptedUser:
             self.given.update(k for k in self.task.user_known if any(a in text for a in _aliases(k)))
             return UserTurn(" ".join(answers))
         if is_confirmation_request(text):
-            return UserTurn("Yes, please go ahead.")
+            return self._confirm(agent_text)
         self.unhelpful += 1
         if self.unhelpful > self.patience:
             return UserTurn(f"I don't think this is going anywhere. Goodbye. {STOP}", done=True)
         known = " ".join(f"My {k.replace('_', ' ')} is {v}." for k, v in self.task.user_known.items())
         return UserTurn(f"I still need help with this: {self.task.instruction} {known}".strip())
+
+    def _confirm(self, agent_text: str) -> UserTurn:
+        """Yes to a change the task asked for, stated with its values; no to anything else (`requested_change`)."""
+        if requested_change(self.task, agent_text, self.write_tools):
+            return UserTurn("Yes, please go ahead.")
+        self.unhelpful += 1
+        return UserTurn(f"No, please don't do that; it is not the change I asked for. {self.task.instruction}")
+
+
+def requested_change(task: TaskSpec, text: str, write_tools: Collection[str] | None = None) -> bool:
+    """Whether `text` states one of the changes the task asks for: every argument value of one call of the reference
+    solution whose tool is in `write_tools` (None: any call of the solution). Values are matched as whole words,
+    case-insensitive; a number may be written as an integer or with two decimals."""
+    said = _words(text)
+    calls = [c for c in task.solution if write_tools is None or c.name in write_tools]
+    return any(values and all(_said(v, said) for v in values) for values in map(_call_values, calls))
+
+
+def _call_values(call: Any) -> list[Any]:
+    """The scalar values of a call's arguments (inside lists and objects too), booleans and nulls left out."""
+    stack, values = [call.arguments], []
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif value is not None and not isinstance(value, bool) and str(value).strip():
+            values.append(value)
+    return values
+
+
+def _words(text: str) -> str:
+    return " " + re.sub(r"\s+", " ", text.lower()) + " "
+
+
+def _said(value: Any, said: str) -> bool:
+    if isinstance(value, int | float):
+        number = float(value)
+        forms = {repr(number), f"{number:.2f}", str(value)} | ({str(int(number))} if number.is_integer() else set())
+    else:
+        forms = {re.sub(r"\s+", " ", str(value).lower().strip())}
+    return any(re.search(rf"(?<![\w.#-]){re.escape(form)}(?![\w-]|\.\d)", said) for form in forms)
 
 
 def user_reply_problem(text: str, task: TaskSpec) -> str | None:
@@ -104,9 +149,10 @@ class LLMUser:
     max_tokens: int = 96
     history: list[dict[str, str]] = field(default_factory=list)
     replaced: int = 0
+    write_tools: Collection[str] | None = None
 
     def __post_init__(self) -> None:
-        self.fallback = ScriptedUser(self.task)
+        self.fallback = ScriptedUser(self.task, write_tools=self.write_tools)
 
     def opening(self) -> str:
         self.history = [{"role": "assistant", "content": self.task.opening}]

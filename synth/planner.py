@@ -74,7 +74,7 @@ class FairPlanner:
         if isinstance(req, CallRequest):
             if req.write:
                 self.waiting = "confirm"
-                return confirmation_request(req.tool)
+                return confirmation_request(req.tool, req.arguments)
             return self._call(req)
         self.waiting = "reply"
         return req.text

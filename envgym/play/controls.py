@@ -108,7 +108,7 @@ class EveryWritePolicy:
                 continue
             args = _random_value(tool.parameters, rng)
             if needs_confirmation(data.world, tool.name):
-                extra.append(confirmation_request(tool.name))
+                extra.append(confirmation_request(tool.name, args if isinstance(args, dict) else None))
             extra.append(format_tool_call(tool.name, args if isinstance(args, dict) else {}))
         # Before the task's own first write: once the goal is met the user ends the conversation.
         writes = [i for i, c in enumerate(task.solution) if not self._read_only(data, c.name)]
@@ -124,7 +124,7 @@ class EveryWritePolicy:
     def _first_turn_of(data: EnvironmentData, task: TaskSpec, index: int) -> str:
         call = task.solution[index]
         if needs_confirmation(data.world, call.name):
-            return confirmation_request(call.name)
+            return confirmation_request(call.name, call.arguments)
         return format_tool_call(call.name, call.arguments)
 
     def act(self, obs: str, info: dict[str, Any]) -> str:

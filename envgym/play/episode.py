@@ -37,6 +37,8 @@ class Trajectory:
     tool_calls: int = 0
     tool_errors: list[str] = field(default_factory=list)
     tool_calls_needed: int = 0  # calls the env labelled needed at the end (envgym.rewards.toolcalls)
+    tool_calls_credited: int = 0  # of those, the calls that earn shaping credit (deduplicated, bounded, no rule broken)
+    broke_rule_calls: list[int] = field(default_factory=list)  # positions of the calls that broke a rule or were held
     seed: int | None = None
     run: int = 0
     attack: str | None = None
@@ -94,7 +96,10 @@ class EpisodeRun:
     def _finish(self, info: dict[str, Any]) -> None:
         t = self.trajectory
         t.reward_components = info.get("reward_components", {})
-        t.tool_calls_needed = sum(bool(r.get("needed")) for r in info.get("tool_call_rewards") or ())
+        labels = info.get("tool_call_rewards") or ()
+        t.tool_calls_needed = sum(bool(r.get("needed")) for r in labels)
+        t.tool_calls_credited = sum(bool(r.get("credited")) for r in labels)
+        t.broke_rule_calls = [i for i, r in enumerate(labels) if r.get("broke_rule")]
         t.guard = list(info.get("guard", []))
         if "attack" in info:
             t.attack, t.attack_reached = info["attack"]["id"], info["attack"]["goal_reached"]

@@ -106,7 +106,7 @@ class AttackerPolicy:
             # The task's own writes keep the world's rules (the user's yes first); obeyed attacker calls do not.
             if not self._pending and not self._asked and needs_confirmation(self.env.data.world, self._plan[0].name):
                 self._asked = True
-                return confirmation_request(self._plan[0].name)
+                return confirmation_request(self._plan[0].name, self._plan[0].arguments)
             self._asked = False
             call = (self._pending or self._plan).pop(0)
             return format_tool_call(call.name, call.arguments)

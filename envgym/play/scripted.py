@@ -7,6 +7,9 @@ then the write after the user's answer), and closes with a reply that holds the 
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from envgym.protocol import format_tool_call
 from envgym.world.spec import TaskSpec, WorldSpec
 
@@ -17,9 +20,25 @@ def needs_confirmation(world: WorldSpec, name: str) -> bool:
     return world.rules is not None and world.rules.confirm_writes and tool is not None and not tool.read_only
 
 
-def confirmation_request(name: str) -> str:
-    # Names the action but no argument values, so the request adds no candidate to the answers check.
-    return f"I am ready to {name.replace('_', ' ')} as you asked. Shall I go ahead? (yes/no)"
+def confirmation_request(name: str, arguments: dict[str, Any] | None = None) -> str:
+    """The request for the user's yes before a write: the action and, given `arguments`, every value it will write
+    (the scripted user confirms only a change stated with its values; answers are read from the final reply only,
+    so the values here add no candidate to the answers check)."""
+    action = name.replace("_", " ")
+    if arguments:
+        values = ", ".join(f"{key.replace('_', ' ')} {_said(value)}" for key, value in arguments.items())
+        action = f"{action} with {values}"
+    return f"I am ready to {action} as you asked. Shall I go ahead? (yes/no)"
+
+
+def _said(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return " and ".join(_said(v) for v in value) or "none"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_said(v)}" for k, v in value.items())
+    return json.dumps(value)
 
 
 def closing_reply(task: TaskSpec) -> str:
@@ -38,7 +57,7 @@ def scripted_turns(world: WorldSpec, task: TaskSpec, *, authenticate: bool = Tru
         if not authenticate and call.name in auth_tools:
             continue
         if confirm and needs_confirmation(world, call.name):
-            turns.append(confirmation_request(call.name))
+            turns.append(confirmation_request(call.name, call.arguments))
         turns.append(format_tool_call(call.name, call.arguments))
     turns.append(closing_reply(task))
     return turns

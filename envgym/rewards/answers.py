@@ -1,6 +1,9 @@
-"""Exact answers said to the user (`TaskSpec.answers`), checked so that guessing fails.
+"""Exact answers said to the user (`TaskSpec.answers`), checked so that guessing and hedging fail.
 
-Where answers are read: the agent's replies to the user, i.e. the text of its assistant turns outside tool calls.
+Where answers are read: the agent's final reply to the user, i.e. the text outside tool calls of its last assistant
+turn that has any (`final_reply`). An answer said earlier and not in the final reply does not count, and neither
+does a list of candidates sprayed over earlier turns: the final reply is where the agent commits to one value per
+asked fact.
 
 How values are read, per answer type (by the readers of `envgym.world.values`; the expected value goes through
 the same reader, so a trick that hides candidates from the count hides the answer too):
@@ -19,16 +22,17 @@ the same reader, so a trick that hides candidates from the count hides the answe
   collapsed; a phrase found only inside a longer choice that was also found does not count.
 
 The rule. Answers are grouped by type; for each type T let E be its expected values, O the distinct values of type
-T in the replies, U those in the user's messages and C the union of the type's declared choices. Type T passes iff
+T in the final reply, U those in the user's messages and C the union of the type's declared choices. Type T passes
+iff
 
 1. every value of E is in O (each answer was said), and
 2. no choice outside E is said, unless the user said it: ``(O & C) - E - U`` is empty, and
-3. at most ``SLACK`` (2) other values are offered: ``len(O - E - U - C) <= SLACK``. This does not apply to enum and
-   text answers, whose other values cannot be enumerated: declare their `choices` to make guessing fail.
+3. no other value of the type is offered: ``len(O - E - U - C)`` is at most the sum of the answers'
+   `extra_values`, which is 0 unless the task declares it with an `extra_reason`. So "671.93, or maybe 47.17, or
+   464.14" fails a money answer: one value per asked fact.
 
-`answers` passes iff every type passes. An honest reply may repeat what the user said and mention a couple of
-incidental values of the same type (an item count, the user's id); a reply that lists candidate statuses, prices,
-flight numbers or event locations fails.
+`answers` passes iff every type passes. An honest final reply may repeat what the user said; a reply that hedges
+between candidate statuses, prices, flight numbers or event locations fails.
 """
 
 from __future__ import annotations
@@ -53,16 +57,20 @@ from envgym.world.values import (
 )
 
 # Readers and `infer_answer` live in envgym.world.values (generators use them too); named here for the rubric's users.
-__all__ = ["SLACK", "TypeVerdict", "answers_pass", "check_answers", "check_task_answers", "expected_value",
+__all__ = ["TypeVerdict", "answers_pass", "check_answers", "check_task_answers", "expected_value", "final_reply",
            "infer_answer", "read_dates", "read_money", "read_numbers", "read_times", "replies_to_user",
            "user_messages"]
-
-SLACK = 2
 
 
 def replies_to_user(messages: list[dict[str, Any]]) -> list[str]:
     """The agent's replies to the user: each assistant turn's text outside tool calls."""
     return [strip_tool_calls(m.get("content") or "") for m in messages if m.get("role") == "assistant"]
+
+
+def final_reply(messages: list[dict[str, Any]]) -> str:
+    """The agent's last reply to the user: the last assistant turn's text outside tool calls that is not blank
+    ('' when there is none)."""
+    return next((text for text in reversed(replies_to_user(messages)) if text.strip()), "")
 
 
 def user_messages(messages: list[dict[str, Any]]) -> list[str]:
@@ -82,15 +90,11 @@ class TypeVerdict:
     missing: frozenset[str]
     wrong_choices: frozenset[str]
     extra: frozenset[str]
+    allowed_extra: int = 0  # the answers' declared `extra_values`
 
     @property
     def ok(self) -> bool:
-        return not self.missing and not self.wrong_choices and len(self.extra) <= SLACK_FOR[self.type]
-
-
-SLACK_FOR: dict[AnswerType, int] = {
-    "number": SLACK, "money": SLACK, "id": SLACK, "date": SLACK, "time": SLACK, "enum": 0, "text": 0,
-}
+        return not self.missing and not self.wrong_choices and len(self.extra) <= self.allowed_extra
 
 
 def expected_value(answer: Answer) -> str:
@@ -148,15 +152,16 @@ def check_type(kind: AnswerType, answers: list[Answer], replies: list[str], user
         missing=frozenset(expected - offered),
         wrong_choices=frozenset((offered & choices) - expected - told),
         extra=frozenset(offered - expected - told - choices),
+        allowed_extra=sum(a.extra_values for a in answers),
     )
 
 
 def check_answers(answers: list[Answer], messages: list[dict[str, Any]]) -> list[TypeVerdict]:
-    """One verdict per answer type, in the order the types first appear in `answers`."""
+    """One verdict per answer type, in the order the types first appear in `answers`, read from the final reply."""
     by_type: dict[AnswerType, list[Answer]] = {}
     for answer in answers:
         by_type.setdefault(answer.type, []).append(answer)
-    replies, user = replies_to_user(messages), user_messages(messages)
+    replies, user = [final_reply(messages)], user_messages(messages)
     return [check_type(kind, group, replies, user) for kind, group in by_type.items()]
 
 

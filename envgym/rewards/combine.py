@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from envgym.rewards.credit import bounded_reward
 from envgym.rewards.source import RewardConfigError, RewardSource, Scored
 
 CombineMode = Literal["gate", "weighted", "verifiable", "judge"]
@@ -101,13 +102,15 @@ class JudgedReward:
 
 @dataclass
 class ProgressReward:
-    """Partial credit for training: the env's verifiable reward plus `weight` per *needed* tool call of the episode
-    (a valid call whose result the agent went on to use, or that moved the world toward the task's target;
-    `envgym.rewards.toolcalls`). A group in which every episode fails then still ranks its episodes by how far they
-    got (verified the user, read the right record), where the verifiable reward alone gives all of them 0 and the
-    group no advantage. Errors and repeats are not charged: a transient failure and its retry are the agent's job
-    here, not a fault. Success stays the verifiable reward's (>= 1): an episode cut short before the env graded it
-    has no labelled calls and scores 0.
+    """Partial credit for training: the env's verifiable reward plus `weight` per *credited* tool call of the episode
+    (a needed call: one whose result the agent went on to use, or that moved the world toward the task's target;
+    deduplicated, at most as many calls of each tool as the reference solution makes, none that broke a rule;
+    `envgym.rewards.toolcalls`), added by `envgym.rewards.credit.bounded_reward`. A group in which every episode
+    fails then still ranks its episodes by how far they got (verified the user, read the right record), where the
+    verifiable reward alone gives all of them 0 and the group no advantage, and no failed episode reaches a
+    successful one however many calls it makes. Errors and repeats are not charged: a transient failure and its
+    retry are the agent's job here, not a fault. An episode cut short before the env graded it has no labelled calls
+    and scores 0.
     """
 
     weight: float = 0.1
@@ -118,7 +121,8 @@ class ProgressReward:
             raise RewardConfigError(f"ProgressReward: weight must be a finite number >= 0, got {self.weight!r}")
 
     def score(self, episodes: Sequence[Scored]) -> list[float]:
-        return [episode.reward + self.weight * getattr(episode, "tool_calls_needed", 0) for episode in episodes]
+        return [bounded_reward(episode.reward, self.weight * getattr(episode, "tool_calls_credited", 0))
+                for episode in episodes]
 
 
 REWARD_KINDS = ("env", "judge", "env+judge", "env+tools", "env+program")
@@ -129,9 +133,10 @@ def build_reward_source(
     solutions: Mapping[str, Sequence[Any]] | None = None,
 ) -> RewardSource:
     """The source named by `kind`: 'env' (verifiable only), 'judge' (the judge's score), 'env+judge'
-    (`(1 - judge_weight) * env + judge_weight * judge`), 'env+tools' (`env + tool_call_weight * needed calls`,
+    (`(1 - judge_weight) * env + judge_weight * judge`), 'env+tools' (`env + tool_call_weight * credited calls`,
     `ProgressReward`) or 'env+program' (`env + tool_call_weight * reference calls made`, `ProgramReward`, which
-    needs the tasks' reference `solutions` by task id)."""
+    needs the tasks' reference `solutions` by task id); both shaping credits are bounded below a success
+    (`envgym.rewards.credit`)."""
     if kind == "env":
         return EnvReward()
     if kind == "env+tools":

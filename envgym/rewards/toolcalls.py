@@ -8,13 +8,19 @@ conversation) and `score_tool_calls` labels them:
   a later tool call's arguments) or that moved the world state closer to the task's target.
 - redundant: the same tool with the same arguments as an earlier call, with no state change in between, so it
   could not have told the agent anything new or done anything new.
+- credited: a needed call that earns the shaping credit. Calls are deduplicated first (identical calls, in one
+  turn or across turns, earn once), a call that broke a policy rule or was held by the guard earns nothing
+  (`excluded`), and at most as many calls of each tool earn as the task's reference solution makes (`reference`).
+  So the credit of an episode is bounded by its reference solution, however many calls the agent makes; the
+  reward it adds is bounded below a success by `envgym.rewards.credit`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +78,8 @@ class ToolCallReward:
     needed: bool
     redundant: bool
     reward: float
+    credited: bool = False
+    broke_rule: bool = False
 
     @property
     def error(self) -> bool:
@@ -85,6 +93,8 @@ class ToolCallReward:
             "error": self.error,
             "needed": self.needed,
             "redundant": self.redundant,
+            "credited": self.credited,
+            "broke_rule": self.broke_rule,
             "reward": self.reward,
         }
 
@@ -218,9 +228,15 @@ def score_tool_calls(
     records: list[ToolCallRecord],
     messages: list[dict[str, Any]],
     weights: ToolCallWeights = ToolCallWeights(),
+    *,
+    reference: Sequence[str] | None = None,
+    excluded: Collection[int] = (),
 ) -> list[ToolCallReward]:
-    """Label every call in `records` (see the module docstring) and give each its shaping reward.
+    """Label every call in `records` (see the module docstring) and give each its shaping reward: the `needed`
+    weight goes to credited calls only.
 
+    `reference` is the tool names of the task's reference solution, one per call (None: no bound per tool);
+    `excluded` the positions of calls that broke a rule (`envgym.rewards.rules.rule_breaking_calls`).
     `records[i]` must be the i-th entry of `tool_calls` across the assistant messages of `messages`; a count
     or name mismatch raises ValueError naming the first call that does not match.
     """
@@ -234,15 +250,24 @@ def score_tool_calls(
         if record.name != name:
             raise ToolCallMismatchError(f"score_tool_calls: record {i} is {record.name!r} but tool call {i} is {name!r}")
     texts = [_message_text(m) for m in messages]
+    slots = Counter(reference) if reference is not None else None
+    paid: set[str] = set()
     rewards = []
     for i, record in enumerate(records):
         needed = record.ok and (
             _moved_toward_target(record) or _result_used(record, positions[i][0], messages, texts)
         )
         redundant = _repeats_without_change(records, i)
-        reward = (weights.valid if record.ok else weights.error) + (weights.needed if needed else 0.0)
+        broke = i in excluded
+        credited = needed and not broke and _canonical(record) not in paid
+        if credited and slots is not None:
+            credited = slots[record.name] > 0
+            slots[record.name] -= int(credited)
+        if credited:
+            paid.add(_canonical(record))
+        reward = (weights.valid if record.ok else weights.error) + (weights.needed if credited else 0.0)
         reward += weights.redundant if redundant else 0.0
-        rewards.append(ToolCallReward(record.step, record.name, record.ok, needed, redundant, reward))
+        rewards.append(ToolCallReward(record.step, record.name, record.ok, needed, redundant, reward, credited, broke))
     return rewards
 
 

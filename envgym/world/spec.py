@@ -200,11 +200,19 @@ class Answer(_Model):
     value: str
     type: AnswerType = "text"
     choices: list[str] = Field(default_factory=list)
+    # Left out of dumps at their defaults, so task files written before these fields existed stay byte-identical.
+    extra_values: int = Field(0, ge=0, exclude_if=lambda v: v == 0, description="Other values of this type an "
+                              "honest final reply may say beside the answer (0: none, so a hedge fails); more than 0 "
+                              "needs `extra_reason`.")
+    extra_reason: str | None = Field(None, exclude_if=lambda v: v is None,
+                                     description="Why an honest reply says `extra_values` other values.")
 
     @model_validator(mode="after")
     def _enum_has_choices(self) -> Answer:
         if self.type == "enum" and not self.choices:
             raise ValueError(f"enum answer {self.value!r} needs its choices (the enum's values)")
+        if self.extra_values and not (self.extra_reason or "").strip():
+            raise ValueError(f"answer {self.value!r} allows {self.extra_values} extra values without an extra_reason")
         return self
 
 

@@ -8,10 +8,10 @@ import pytest
 
 from envgym.loader import build_environment
 from envgym.rewards.answers import (
-    SLACK,
     answers_pass,
     check_answers,
     expected_value,
+    final_reply,
     infer_answer,
     read_dates,
     read_money,
@@ -71,14 +71,26 @@ def test_a_value_the_user_said_may_be_repeated() -> None:
     assert answers_pass(answers, chat("No, it is not pending: it is delivered.", user="Is order #W0012 pending?"))
 
 
-def test_a_few_incidental_numbers_pass_but_a_spray_fails() -> None:
+def test_a_hedge_fails_unless_the_task_declares_extra_values_with_a_reason() -> None:
     answers = [Answer(value="412.5", type="money")]
-    incidental = " ".join(f"item {i}," for i in range(1, SLACK + 1))
-    assert answers_pass(answers, chat(f"{incidental} total 412.50"))
-    assert not answers_pass(answers, chat("item 1, item 2, item 3, total 412.50"))
+    assert answers_pass(answers, chat("Your total was 412.50."))
+    assert not answers_pass(answers, chat("Your total was 412.50, or maybe 39.99."))
+    assert not answers_pass(answers, chat("item 1, total 412.50"))  # no incidental number either
+    declared = [Answer(value="412.5", type="money", extra_values=2, extra_reason="the reply lists two item prices")]
+    assert answers_pass(declared, chat("items 19.99 and 392.51, total 412.50"))
+    assert not answers_pass(declared, chat("items 19.99, 2.00 and 390.51, total 412.50"))
     spray = ", ".join(f"{cents / 100:.2f}" for cents in range(1000, 90001, 7)) + ", 412.50"
     verdict = check_answers(answers, chat(spray))[0]
     assert not verdict.ok and not verdict.missing and len(verdict.extra) > 10_000
+    with pytest.raises(ValueError, match="without an extra_reason"):
+        Answer(value="412.5", type="money", extra_values=1)
+
+
+def test_only_the_final_reply_counts() -> None:
+    answers = [Answer(value="412.5", type="money")]
+    assert not answers_pass(answers, chat("It was 412.50.", "Anything else I can do?"))
+    assert answers_pass(answers, chat("Maybe 39.99, maybe 12.00.", "Your total was 412.50."))
+    assert final_reply(chat("first", '<tool_call>{"name": "x", "arguments": {}}</tool_call>')) == "first"
 
 
 def test_the_numbers_in_the_users_question_do_not_count_as_guesses() -> None:
@@ -144,11 +156,11 @@ def test_infer_answer_keeps_choices_of_the_same_type() -> None:
     assert answer.choices == ["12", "26 months", "8,240"]
 
 
-def test_numbers_money_and_ids_read_per_reply_are_those_of_the_joined_replies() -> None:
-    replies = ["Total 1,280.50 for #W0071", "12\n", ",000 and 7.", "W0072.", "-3", "$4.5 on 2026-12-14 at 06:10"]
+def test_numbers_money_and_ids_read_per_line_are_those_of_the_joined_text() -> None:
+    lines = ["Total 1,280.50 for #W0071", "12\n", ",000 and 7.", "W0072.", "-3", "$4.5 on 2026-12-14 at 06:10"]
     answers = [Answer(value="1280.50", type="money"), Answer(value="12", type="number"),
                Answer(value="#W0071", type="id")]
-    joined = "\n".join(replies)
-    offered = {v.type: set(v.offered) for v in check_answers(answers, chat(*replies))}
+    joined = "\n".join(lines)
+    offered = {v.type: set(v.offered) for v in check_answers(answers, chat(joined))}
     assert offered["money"] == read_money(joined) and offered["number"] == read_numbers(joined)
     assert offered["id"] == {"w0071", "w0072"}

@@ -10,11 +10,9 @@ import pytest
 
 from envgym.env import ToolWorldEnv
 from envgym.loader import build_environment
-from envgym.rewards.rules import is_affirmative, is_confirmation_request
+from envgym.rewards.rules import is_affirmative, is_confirmation_request, is_negative
 from envgym.users import ScriptedUser
 from envgym.world.spec import TaskSpec, ToolCall, WorldSpec
-
-ASK = "I will close item I0001. Shall I go ahead? (yes/no)"
 
 
 def call(name: str, **args: object) -> str:
@@ -62,26 +60,31 @@ def play(env: ToolWorldEnv, *actions: str) -> dict[str, float]:
     return info["reward_components"]
 
 
+def ask(env: ToolWorldEnv) -> str:
+    """The request for the user's yes, stating the change the task asks for (the scripted user wants its values)."""
+    return f"I will close item {env.test_item}. Shall I go ahead? (yes/no)"  # type: ignore[attr-defined]
+
+
 def steps(env: ToolWorldEnv) -> tuple[str, str]:
     return call("find_user", email=env.test_email), call("close_item", item_id=env.test_item)  # type: ignore[attr-defined]
 
 
 def test_authenticate_confirm_then_write_keeps_every_rule(env: ToolWorldEnv) -> None:
     auth, close = steps(env)
-    components = play(env, auth, ASK, close, "Done.")
+    components = play(env, auth, ask(env), close, "Done.")
     assert components["rule_authenticate"] == components["rule_confirm"] == components["rule_no_extra_writes"] == 1.0
     assert components["state"] == 1.0
 
 
 def test_account_access_before_authentication_fails_the_rule(env: ToolWorldEnv) -> None:
     auth, close = steps(env)
-    components = play(env, call("get_item", item_id="I0001"), auth, ASK, close, "Done.")
+    components = play(env, call("get_item", item_id="I0001"), auth, ask(env), close, "Done.")
     assert components["rule_authenticate"] == 0.0 and components["state"] == 1.0
 
 
 def test_a_failed_authentication_does_not_authenticate(env: ToolWorldEnv) -> None:
     _, close = steps(env)
-    components = play(env, call("find_user", email="nobody@shop.test"), ASK, close, "Done.")
+    components = play(env, call("find_user", email="nobody@shop.test"), ask(env), close, "Done.")
     assert components["rule_authenticate"] == 0.0
 
 
@@ -93,20 +96,20 @@ def test_a_write_without_the_users_yes_fails_the_rule(env: ToolWorldEnv) -> None
 def test_a_no_withdraws_the_confirmation(env: ToolWorldEnv) -> None:
     auth, close = steps(env)
     env.user_kind = lambda task: _Scripted(["Yes.", "No, wait, don't do it."])  # type: ignore[assignment]
-    assert play(env, auth, ASK, "Anything else before I do it?", close, "Done.")["rule_confirm"] == 0.0
+    assert play(env, auth, ask(env), "Anything else before I do it?", close, "Done.")["rule_confirm"] == 0.0
 
 
 def test_each_write_needs_its_own_yes(env: ToolWorldEnv) -> None:
     auth, close = steps(env)
     second = call("set_qty", item_id=env.test_item, qty=3)  # type: ignore[attr-defined]
-    assert play(env, auth, ASK, close + second, "Done.")["rule_confirm"] == 0.0
+    assert play(env, auth, ask(env), close + second, "Done.")["rule_confirm"] == 0.0
 
 
 def test_a_write_that_failed_leaves_the_confirmation_standing(env: ToolWorldEnv) -> None:
     auth, close = steps(env)
     env.reset(options={"task_id": "close"})
     env.step(auth)
-    env.step(ASK)
+    env.step(ask(env))
     env.failure_rate = 1.0  # the first try fails transiently...
     assert "temporarily unavailable" in env.step(close)[0]
     env.failure_rate = 0.0  # ...and its retry needs no new yes
@@ -117,13 +120,13 @@ def test_a_write_that_failed_leaves_the_confirmation_standing(env: ToolWorldEnv)
 
 def test_an_unrequested_write_fails_even_when_it_changes_nothing(env: ToolWorldEnv) -> None:
     auth, close = steps(env)
-    components = play(env, auth, ASK, call("close_item", item_id="I9999"), ASK, close, "Done.")
+    components = play(env, auth, ask(env), call("close_item", item_id="I9999"), ask(env), close, "Done.")
     assert components["rule_no_extra_writes"] == 0.0 and components["state"] == 1.0
 
 
 def test_calls_that_never_ran_are_not_writes(env: ToolWorldEnv) -> None:
     auth, close = steps(env)
-    components = play(env, auth, call("close_item", item_id=7), ASK, close, "Done.")  # invalid arguments
+    components = play(env, auth, call("close_item", item_id=7), ask(env), close, "Done.")  # invalid arguments
     assert components["rule_no_extra_writes"] == components["rule_confirm"] == 1.0
 
 
@@ -157,9 +160,33 @@ def test_a_world_without_rules_reports_none() -> None:
     "Do you want me to close the item with id I0001?",
 ])
 def test_the_scripted_user_says_yes_to_a_request_that_names_what_it_knows(request_: str) -> None:
-    task = TaskSpec(id="t", instruction="Close item I0001.", opening="Close it.", user_known={"item_id": "I0001"})
-    answer = ScriptedUser(task).respond(request_, lambda: False).text
+    task = TaskSpec(id="t", instruction="Close item I0001.", opening="Close it.", user_known={"item_id": "I0001"},
+                    solution=[ToolCall(name="close_item", arguments={"item_id": "I0001"})])
+    answer = ScriptedUser(task, write_tools={"close_item"}).respond(request_, lambda: False).text
     assert is_affirmative(answer) and "I0001" not in answer
+
+
+@pytest.mark.parametrize("request_", [
+    "Shall I close the item for you?",  # no values: the user cannot tell what would change
+    "Shall I close item I0002 for you?",
+    "Shall I close item I00011?",
+])
+def test_the_scripted_user_declines_a_change_it_did_not_ask_for(request_: str) -> None:
+    task = TaskSpec(id="t", instruction="Close item I0001.", opening="Close it.", user_known={"item_id": "I0001"},
+                    solution=[ToolCall(name="close_item", arguments={"item_id": "I0001"})])
+    answer = ScriptedUser(task, write_tools={"close_item"}).respond(request_, lambda: False).text
+    assert is_negative(answer) and not is_affirmative(answer)
+
+
+def test_the_scripted_user_wants_every_value_of_the_change() -> None:
+    task = TaskSpec(id="t", instruction="Set 2 bags on R0022.", opening="Bags.",
+                    solution=[ToolCall(name="find", arguments={"email": "a@b.c"}),
+                              ToolCall(name="set_bags", arguments={"reservation_id": "R0022", "bags": 2})])
+    user = ScriptedUser(task, write_tools={"set_bags"})
+    for request_, yes in [("Shall I set the bags of R0022 to 0?", False), ("Shall I set R0022 to 1 bag?", False),
+                          ("Shall I set the bags of R0022 to 2?", True), ("Shall I set 2.00 bags on R0022?", True),
+                          ("Shall I look up a@b.c?", False)]:
+        assert is_affirmative(user.respond(request_, lambda: False).text) == yes, request_
 
 
 @pytest.mark.parametrize(("agent", "request_"), [

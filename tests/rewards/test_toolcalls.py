@@ -208,6 +208,8 @@ def test_custom_weights_and_the_episode_total() -> None:
         "error": True,
         "needed": False,
         "redundant": False,
+        "credited": False,
+        "broke_rule": False,
         "reward": -1.0,
     }
 
