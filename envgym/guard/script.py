@@ -93,8 +93,9 @@ def judge_script(data: EnvironmentData, script: Script, mode: Literal["deny", "u
     return Judged(script, tuple(verdicts))
 
 
-def load_scripts(items: list[dict[str, Any]]) -> list[Script]:
-    """Scripts from plain dicts (a YAML list): {id, user, calls: [{tool: args}], plant, goal}."""
+def load_scripts(items: list[dict[str, Any]], play_goal: bool = False) -> list[Script]:
+    """Scripts from plain dicts (a YAML list): {id, user, calls: [{tool: args}], plant, goal}. `play_goal`: the goal's
+    calls are made after `calls` (a benign script: the user's own action is the call judged)."""
 
     def calls(raw: list[dict[str, Any]]) -> tuple[Call, ...]:
         out = []
@@ -105,6 +106,7 @@ def load_scripts(items: list[dict[str, Any]]) -> list[Script]:
             out.append(Call(tool, dict(arguments or {})))
         return tuple(out)
 
-    return [Script(id=str(item["id"]), user=str(item["user"]), calls=calls(item["calls"]),
+    return [Script(id=str(item["id"]), user=str(item["user"]),
+                   calls=calls(item["calls"]) + (calls(item.get("goal") or []) if play_goal else ()),
                    plant=dict(item.get("plant") or {}), goal=calls(item.get("goal") or []))
             for item in items]
