@@ -46,8 +46,8 @@ from envgym.sandbox.errors import (
     SandboxOutOfMemoryError,
     SandboxUnavailableError,
 )
-from envgym.sandbox.local import state_dir
 from envgym.sandbox.spec import SandboxSpec
+from envgym.sandbox.statedir import SocketDir, state_dir
 
 SANDBOX_UID = 1000
 LAUNCHER = "/opt/envgym/src/envgym/sandbox/launch.py"
@@ -161,14 +161,17 @@ class DockerBackend:
             shutil.rmtree(host_dir, ignore_errors=True)
             raise
         started = int(time.time()) - 1
+        # Held by descriptor: every reconnect reaches this folder's socket, even if a path is swapped later.
+        socket_dir = SocketDir(host_dir)
         client = SandboxClient(
-            uds=str(host_dir / "server.sock"),
+            uds=socket_dir.socket_path,
             token=token,
             diagnose=lambda: self._why_unreachable(container, started, spec),
         )
 
         def teardown() -> None:
             _remove(container)
+            socket_dir.close()
             shutil.rmtree(host_dir, ignore_errors=True)
 
         sandbox = open_sandbox(

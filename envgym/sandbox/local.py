@@ -25,18 +25,15 @@ from envgym.sandbox.base import (
     sandbox_labels,
 )
 from envgym.sandbox.client import HttpSandbox, SandboxClient, open_sandbox
+from envgym.sandbox.pidproof import SpawnRecord, record_spawn, still_ours
 from envgym.sandbox.process import kill_tree
 from envgym.sandbox.spec import SandboxSpec
+from envgym.sandbox.statedir import SocketDir, state_dir
+
+__all__ = ["LocalBackend", "rlimits_for", "state_dir"]
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 _START_TIMEOUT_S = 30.0
-
-
-def state_dir(backend: str) -> Path:
-    """Where a backend keeps per-sandbox host state ($ENVGYM_SANDBOX_DIR, default /tmp/envgym-sandboxes)."""
-    root = Path(os.environ.get("ENVGYM_SANDBOX_DIR", "/tmp/envgym-sandboxes")) / backend
-    root.mkdir(parents=True, exist_ok=True)
-    return root
 
 
 def rlimits_for(spec: SandboxSpec) -> dict[str, int]:
@@ -87,12 +84,17 @@ class LocalBackend:
                 argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
             )
         labels = sandbox_labels(spec, sandbox_id, run_id)
-        (root / "meta.json").write_text(json.dumps({"server_pid": proc.pid, "labels": labels}))
-        client = SandboxClient(uds=socket_path, token=token)
+        # The pid with its start time: the reaper kills only the process this proves, never one named by a file.
+        spawned = record_spawn(proc.pid) if proc.poll() is None else SpawnRecord(proc.pid, -1)
+        (root / "meta.json").write_text(json.dumps({**spawned.to_json(), "labels": labels}))
+        # Held by descriptor: every reconnect reaches this folder's socket, even if a path is swapped later.
+        socket_dir = SocketDir(root)
+        client = SandboxClient(uds=socket_dir.socket_path, token=token)
 
         def teardown() -> None:
             kill_tree(proc.pid)
             proc.wait()
+            socket_dir.close()
             shutil.rmtree(root, ignore_errors=True)
 
         return open_sandbox(
@@ -119,8 +121,8 @@ class LocalBackend:
                     removed.append(root.name)
                 continue
             labels = meta["labels"]
-            pid = int(meta["server_pid"])
-            server_alive = _is_our_server(pid, root.name)
+            record = SpawnRecord(int(meta["server_pid"]), int(meta.get("server_start_ticks", -1)))
+            server_alive = still_ours(record)
             if (
                 not server_alive
                 or float(labels[LABEL_EXPIRES_AT]) < time.time()
@@ -128,16 +130,8 @@ class LocalBackend:
                 or (orphans and owner_is_dead(labels[LABEL_OWNER]))
             ):
                 if server_alive:
-                    kill_tree(pid)
+                    kill_tree(record.pid)
                 shutil.rmtree(root, ignore_errors=True)
                 removed.append(root.name)
         return removed
 
-
-def _is_our_server(pid: int, sandbox_id: str) -> bool:
-    """True when `pid` is alive and still the server of `sandbox_id` (pids get reused)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return sandbox_id.encode() in fh.read()
-    except OSError:
-        return False

@@ -1,0 +1,186 @@
+"""The second round of attacks on envgym (issue 41): each test is one finding, attacked as the report describes.
+
+Host state: a planted or shared state folder, a socket folder swapped under a live client, a planted meta.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envgym.sandbox import get_backend
+from envgym.sandbox.errors import SandboxError
+from envgym.sandbox.local import state_dir
+from envgym.sandbox.spec import SandboxSpec
+
+_SPEC = SandboxSpec(ttl_s=120, idle_s=60, timeout_s=30)
+
+
+@pytest.fixture
+def own_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh per-test state root, so tests never see each other's sandboxes."""
+    root = tmp_path / "state"
+    monkeypatch.setenv("ENVGYM_SANDBOX_DIR", str(root))
+    return root
+
+
+# -- finding 1: the host state folder -------------------------------------------------------------------------------
+
+
+def test_the_default_state_folder_is_per_user_and_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ENVGYM_SANDBOX_DIR", raising=False)
+    runtime = tmp_path / "run-user"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    folder = state_dir("local")
+    assert folder.is_relative_to(runtime)
+    for level in (folder, folder.parent):
+        info = os.lstat(level)
+        assert info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) == 0o700
+
+
+def test_without_a_runtime_dir_the_state_folder_name_carries_the_uid(monkeypatch: pytest.MonkeyPatch) -> None:
+    from envgym.sandbox.statedir import default_root
+
+    monkeypatch.delenv("ENVGYM_SANDBOX_DIR", raising=False)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    assert default_root() == Path(f"/tmp/envgym-sandboxes-{os.getuid()}")
+
+
+@pytest.mark.parametrize("plant", ["world-writable", "group-readable", "symlink"])
+def test_a_planted_state_folder_is_refused(own_root: Path, tmp_path: Path, plant: str) -> None:
+    if plant == "symlink":
+        target = tmp_path / "attacker"
+        target.mkdir(mode=0o700)
+        own_root.symlink_to(target)
+    else:
+        own_root.mkdir()
+        own_root.chmod(0o777 if plant == "world-writable" else 0o750)
+    with pytest.raises(SandboxError, match=r"other users|not a directory"):
+        get_backend("local").create(_SPEC)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="planting a folder owned by another user needs root (chown)")
+def test_a_state_folder_owned_by_another_user_is_refused(own_root: Path) -> None:
+    own_root.mkdir(mode=0o700)
+    os.chown(own_root, 65534, 65534)
+    with pytest.raises(SandboxError, match="owned by uid 65534"):
+        get_backend("local").create(_SPEC)
+
+
+def _attacker(path: Path, seen: list[bytes]) -> socket.socket:
+    """Listen on `path` like the attacker of finding 1: record what arrives, answer with a forged exec result."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                seen.append(conn.recv(65536))
+                forged = json.dumps({"exit_code": 0, "stdout": "forged\n", "stderr": ""}).encode()
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(forged), forged))
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener
+
+
+def test_a_socket_folder_swapped_under_a_live_client_is_never_connected_to(own_root: Path) -> None:
+    from envgym.sandbox.errors import NotFoundError
+
+    box = get_backend("local").create(_SPEC)
+    try:
+        folder = state_dir("local") / box.id
+        folder.rename(folder.with_name(box.id + "-aside"))
+        for sub in ("", "workspace", "tmp"):  # the real server's paths still lead somewhere
+            (folder / sub).mkdir()
+        seen: list[bytes] = []
+        listener = _attacker(folder / "server.sock", seen)
+        try:
+            with pytest.raises(NotFoundError):
+                box.read_file("missing")  # an error closes the connection: the next request reconnects
+            assert box.exec("echo real-answer").stdout == "real-answer\n"
+            assert seen == []
+        finally:
+            listener.close()
+    finally:
+        box.close()
+
+
+@pytest.fixture
+def bystander(own_root: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """An unrelated process whose command line names a sandbox folder (the old reaper matched by name)."""
+    name = "a1b2c3d4e5f6"
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", name], start_new_session=True)
+    yield proc, name
+    proc.kill()
+    proc.wait()
+
+
+def _plant_meta(name: str, pid: int, **extra: int) -> Path:
+    folder = state_dir("local") / name
+    folder.mkdir()
+    labels = {"envgym.expires-at": "0", "envgym.run-id": "x", "envgym.owner": "elsewhere:1"}
+    (folder / "meta.json").write_text(json.dumps({"server_pid": pid, "labels": labels, **extra}))
+    return folder
+
+
+def test_the_reaper_never_kills_a_process_a_planted_meta_json_names(
+    bystander: tuple[subprocess.Popen[bytes], str],
+) -> None:
+    proc, name = bystander
+    _plant_meta(name, proc.pid)
+    assert get_backend("local").reap() == [name]
+    time.sleep(0.2)
+    assert proc.poll() is None, "the reaper killed a process it did not start"
+
+
+def test_the_reaper_refuses_a_pid_whose_start_time_is_not_the_recorded_one(
+    bystander: tuple[subprocess.Popen[bytes], str],
+) -> None:
+    from envgym.sandbox.pidproof import record_spawn
+
+    proc, name = bystander
+    _plant_meta(name, proc.pid, server_start_ticks=record_spawn(proc.pid).start_ticks + 1)
+    get_backend("local").reap()
+    time.sleep(0.2)
+    assert proc.poll() is None
+
+
+def test_the_reaper_still_kills_an_expired_sandbox_it_started(own_root: Path) -> None:
+    box = get_backend("local").create(SandboxSpec(ttl_s=120, idle_s=60, timeout_s=30))
+    try:
+        meta_file = state_dir("local") / box.id / "meta.json"
+        meta = json.loads(meta_file.read_text())
+        meta["labels"]["envgym.expires-at"] = "0"
+        meta_file.write_text(json.dumps(meta))
+        assert get_backend("local").reap() == [box.id]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not _gone(meta["server_pid"]):
+            time.sleep(0.05)
+        assert _gone(meta["server_pid"])
+    finally:
+        box.close()
+
+
+def _gone(pid: int) -> bool:
+    """Exited (a zombie still waiting for its parent counts: the parent is this test process)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except OSError:
+        return True
