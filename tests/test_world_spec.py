@@ -30,7 +30,7 @@ def test_unknown_entity_in_effect_is_rejected(tmp_path: Path) -> None:
 
 
 def test_tool_needs_an_implementation() -> None:
-    with pytest.raises(ValueError, match="exactly one of 'effect' or 'python'"):
+    with pytest.raises(ValueError, match="exactly one of 'effect', 'mechanism' or 'python'"):
         WorldSpec.model_validate({"name": "x", "tools": [{"name": "t", "description": "d"}]})
 
 

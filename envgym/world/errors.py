@@ -27,3 +27,12 @@ class EnvConfigError(ValueError):
 
 class UnknownComparisonError(ValueError):
     """A precondition or assertion names a comparison operator that does not exist."""
+
+
+class ToolError(Exception):
+    """Raised by a Python or mechanism tool to report a controlled failure; the message is shown to the agent. `kind` (a
+    `ToolErrorKind` value, e.g. "precondition" or "not_found") says why; unset, the failure is a tool_error."""
+
+    def __init__(self, message: str = "", kind: str | None = None):
+        super().__init__(message)
+        self.kind = kind

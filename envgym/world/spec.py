@@ -129,8 +129,27 @@ class ToolFaults(_Model):
     )
 
 
+class MechanismUse(_Model):
+    """A business mechanism a world uses (see envgym.world.mechanisms): its catalogue name, the world's tables and
+    fields it works over (`bind`: slot -> entity or field name; unbound slots keep their own names) and its
+    parameters. `id` is what the world's tools name in `mechanism.use`."""
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    mechanism: str
+    bind: dict[str, str] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class MechanismTool(_Model):
+    """A tool implemented by a mechanism the world uses: the use's id and which of the mechanism's tools."""
+
+    use: str
+    role: str
+
+
 class ToolSpec(_Model):
-    """A tool the agent may call: JSON Schema parameters and either an effect or a Python implementation."""
+    """A tool the agent may call: JSON Schema parameters and either an effect, a mechanism or a Python
+    implementation."""
 
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
     description: str
@@ -142,6 +161,9 @@ class ToolSpec(_Model):
     python: str | None = Field(
         None, description="'module:function' in the environment folder, e.g. 'tools:refund'."
     )
+    mechanism: MechanismTool | None = Field(
+        None, description="A tool of a mechanism the world uses (world.mechanisms): library code, no folder code."
+    )
     writes: list[str] | None = Field(
         None, description="Entities a Python tool may change (checked by synth)."
     )
@@ -152,8 +174,9 @@ class ToolSpec(_Model):
 
     @model_validator(mode="after")
     def _one_implementation(self) -> ToolSpec:
-        if (self.effect is None) == (self.python is None) and self.source is None:
-            raise ValueError(f"tool {self.name!r} needs exactly one of 'effect' or 'python'")
+        given = sum(x is not None for x in (self.effect, self.python, self.mechanism))
+        if given > 1 or (given == 0 and self.source is None):
+            raise ValueError(f"tool {self.name!r} needs exactly one of 'effect', 'mechanism' or 'python'")
         if self.parameters.get("type") != "object":
             raise ValueError(f"tool {self.name!r}: parameters must be a JSON Schema with type 'object'")
         return self
@@ -304,6 +327,9 @@ class WorldSpec(_Model):
     hooks: Hooks = Field(default_factory=Hooks)
     guard: dict[str, Any] = Field(default_factory=dict, description="Guard settings (see envgym.guard).")
     rules: PolicyRules | None = Field(None, description="Policy rules the rubric checks on the trajectory.")
+    mechanisms: list[MechanismUse] = Field(
+        default_factory=list, description="Business mechanisms (envgym.world.mechanisms) whose tools the world has."
+    )
     meta: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("tools")
@@ -323,6 +349,13 @@ class WorldSpec(_Model):
                 raise ValueError(
                     f"tools[{i}] ({tool.name}): effect entity {tool.effect.entity!r} is not one of {sorted(self.entities)}"
                 )
+        uses = {u.id for u in self.mechanisms}
+        if len(uses) != len(self.mechanisms):
+            raise ValueError("mechanisms: two uses share an id")
+        for i, tool in enumerate(self.tools):
+            if tool.mechanism and tool.mechanism.use not in uses:
+                raise ValueError(f"tools[{i}] ({tool.name}): mechanism use {tool.mechanism.use!r} is not one of "
+                                 f"{sorted(uses)}")
         if self.rules is not None:
             known = {t.name for t in self.tools}
             for where in ("authenticate_with", "requires_auth"):

@@ -6,26 +6,17 @@ import copy
 import hashlib
 import json
 import random
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from envgym.world.errors import UnknownEntityError
 from envgym.world.spec import EntitySpec, FieldSpec, WorldSpec
-from envgym.world.table import CANONICAL, Record, Table, copy_record, fork_table, raw_items
+from envgym.world.table import CANONICAL, Record, Table, copy_record, fork_table, next_key, raw_items
 
 __all__ = ["Change", "Record", "Table", "WorldState", "copy_record", "generate_state", "next_key"]
 
 if TYPE_CHECKING:
     from faker import Faker
-
-
-def next_key(table: Mapping[str, Any], prefix: str = "", key_format: str = "{prefix}{index:04d}") -> str:
-    """The key of a new record: the first free `key_format` from index len(table) up (a world's key format)."""
-    index = len(table)
-    while (key := key_format.format(prefix=prefix, index=index)) in table:
-        index += 1
-    return key
 
 
 @dataclass(frozen=True)
@@ -242,4 +233,9 @@ def generate_state(world: WorldSpec, seed: int | None = None) -> WorldState:
                 record[fname] = value
             table[str(record[entity.key])] = record
         tables[name] = table
-    return WorldState(tables)
+    state = WorldState(tables)
+    if world.mechanisms:  # only worlds with mechanisms pay for the import
+        from envgym.world.mechanisms import prepare_state
+
+        prepare_state(world, state)
+    return state

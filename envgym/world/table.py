@@ -6,7 +6,7 @@ import copy
 import datetime
 import decimal
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 Record = dict[str, Any]
@@ -210,3 +210,11 @@ def fork_table(table: dict[str, Record]) -> Table:
         return table.fork()
     # A plain dict put into `tables` by hand: its owner may still change it, so the copy cannot share it.
     return Table({k: copy_record(r) for k, r in table.items()})
+
+
+def next_key(table: Mapping[str, Any], prefix: str = "", key_format: str = "{prefix}{index:04d}") -> str:
+    """The key of a new record: the first free `key_format` from index len(table) up (a world's key format)."""
+    index = len(table)
+    while (key := key_format.format(prefix=prefix, index=index)) in table:
+        index += 1
+    return key

@@ -15,15 +15,11 @@ from pathlib import Path
 from typing import Any, overload
 
 from envgym.world import query
-from envgym.world.errors import UnknownComparisonError
+from envgym.world.errors import ToolError, UnknownComparisonError
 from envgym.world.folder import resolve_python
 from envgym.world.spec import Effect, ToolSpec, WorldSpec
 from envgym.world.state import Record, WorldState, next_key
 from envgym.world.validate import compile_validator
-
-
-class ToolError(Exception):
-    """Raised by a Python tool to report a controlled failure; the message is shown to the agent."""
 
 
 class ToolErrorKind(StrEnum):
@@ -303,6 +299,10 @@ class ToolExecutor:
         for tool in world.tools:
             if tool.python is not None:
                 self._python[tool.name] = resolve_python(env_dir, tool.python)
+        if world.mechanisms:  # only worlds with mechanisms pay for the import
+            from envgym.world.mechanisms import implementations
+
+            self._python.update(implementations(world))
         self._python.update(self.extra)
 
     # Compiled validators are closures and folder tools live in modules imported by path, which another process
@@ -378,7 +378,7 @@ class ToolExecutor:
         try:
             return ToolResult(True, fn(state, **args))
         except ToolError as exc:
-            return ToolResult(False, error=str(exc), error_kind=ToolErrorKind.TOOL_ERROR)
+            return ToolResult(False, error=str(exc), error_kind=ToolErrorKind(exc.kind or ToolErrorKind.TOOL_ERROR))
         except Exception as exc:  # any string is a legal action, so a tool's bug must not end the episode
             return ToolResult(False, error=f"tool {name!r} failed: {type(exc).__name__}: {exc}",
                               error_kind=ToolErrorKind.TOOL_CRASHED)
