@@ -53,7 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from envgym.guard.atoms import AtomError, address_list, url
 from envgym.guard.derive import described, ranked, records_in, stamped_values
-from envgym.guard.intent import asks, object_scope
+from envgym.guard.intent import asks, object_scope, said_outside_questions
 from envgym.guard.provenance import ALLOWED, USER, Provenance, leaves, parse_result
 from envgym.guard.text import mentions, normalize, spans
 from envgym.world.errors import EnvConfigError
@@ -98,6 +98,10 @@ class RecordRule(_Model):
 
     names: list[str]
     stamped: list[str]
+    named_by: dict[str, list[str]] = Field(default_factory=dict, description="stamped field -> words by which a "
+                                           "request refers to it ('sender': reply, sent): its values are *named* by "
+                                           "the user (may receive content) only when a sentence that is not a "
+                                           "question says one; otherwise they are only trusted")
 
 
 class ToolRule(_Model):
@@ -296,9 +300,14 @@ class Guard:
         """Trust the platform-written fields of the records of `result` (JSON-like) that the user named (`records`)."""
         rule = self.policies.get(tool, self._unknown).records
         if rule is not None:
-            values = stamped_values(result, rule.names, rule.stamped, provenance.said[0])
+            user = provenance.said[0]
+            named = [f for f in rule.stamped if f not in rule.named_by or said_outside_questions(user, rule.named_by[f])]
+            values = stamped_values(result, rule.names, named, user)
             if values:
                 provenance.add_named(v for item in values for v in leaves(item))
+            others = stamped_values(result, rule.names, [f for f in rule.stamped if f not in named], user)
+            if others:
+                provenance.add_trusted_values(v for item in others for v in leaves(item))
 
     def record_private(self, provenance: Provenance, result: Any) -> None:
         """Tell `provenance` the values of `result` (a JSON-like value) in the fields `private` declares (matched

@@ -141,3 +141,14 @@ def object_scope(user: str, words: Iterable[str]) -> str:
             for i in range(a, b):
                 scope[i] = " "
     return "".join(scope)
+
+
+def said_outside_questions(user: str, words: Iterable[str]) -> bool:
+    """Whether a sentence of `user` that is not a question holds a word starting with one of `words` ("sender",
+    "participant"): how a request refers to a field of a record ("reply to", "the participants of")."""
+    patterns = [re.compile(r"(?<![\w-])" + re.escape(w)) for w in words if w]
+    for match in _SENTENCE.finditer(_blank_quotes(user)):
+        sentence = match.group(0)
+        if not sentence.rstrip().endswith("?") and any(p.search(sentence) for p in patterns):
+            return True
+    return False
