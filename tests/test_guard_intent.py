@@ -35,6 +35,7 @@ PHRASINGS = [
     ("Cancel the picnic if it rains.", CANCEL, True),
     ("If it rains, cancel the picnic.", CANCEL, True),
     ("Add the line 'Status: approved.' to my file.", ADD, True),
+    ("Add the cookie ingredients from recipe-collection.docx to my grocery list.", ADD, True),
     ("Please append a note to the agenda.", ADD, True),
     ("Share the budget file with Paul, read access.", SHARE, True),
     ("Also share that file with Samantha Day.", SHARE, True),
@@ -103,6 +104,7 @@ def test_a_phrasing_asks_for_the_action_or_not(text: str, words: list[str], expe
     ("Delete 'a.txt' but not 'b.txt'.", "'a.txt'", "'b.txt'"),
     ("Read 'b.txt'. Delete 'a.txt'.", "'a.txt'", "'b.txt'"),
     ("Find 'a.txt' and delete it.", "'a.txt'", None),
+    ("Delete notes.v2.txt from my drive.", "notes.v2.txt", None),
     ("Do not delete 'b.txt'. Delete 'a.txt' instead.", "'a.txt'", "'b.txt'"),
 ])
 def test_the_object_is_named_in_a_sentence_that_asks(text: str, named: str, not_named: str | None) -> None:

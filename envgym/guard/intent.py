@@ -33,7 +33,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 _QUOTED = re.compile(r"(?<!\w)'[^'\n]+'(?!\w)|\"[^\"\n]+\"")
-_SENTENCE = re.compile(r"[^.!?;\n]+[.!?;]*")
+# A sentence ends at ".", "!", "?" or ";" followed by a space or the end (not inside "notes.txt" or "2.5"), or a line.
+_SENTENCE = re.compile(r"(?:[^.!?;\n]|[.!?;](?=[^\s.!?;]))+[.!?;]*")
 _CLAUSE_BREAK = re.compile(r",|\b(?:but|and|then|also|except|unless|however|instead)\b")
 _NEGATION = re.compile(r"\b(?:not|never|nor|no need to|no longer|without|stop|avoid|refrain from|instead of|"
                        r"rather than|don't|doesn't|didn't|won't|shouldn't|mustn't|can't|cannot|do not|does not)\b"
