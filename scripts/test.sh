@@ -4,9 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh --dev
-if ! command -v mcp-server-filesystem >/dev/null 2>&1; then
-  npm install -g --silent @modelcontextprotocol/server-filesystem
-fi
+for server in filesystem memory everything; do
+  if ! command -v "mcp-server-$server" >/dev/null 2>&1; then
+    npm install -g --silent "@modelcontextprotocol/server-$server"
+  fi
+done
 bash scripts/ci_docker.sh
 # tests/view/test_viewer.py renders envgym view's page in headless Chromium (Debian's package).
 if ! command -v chromium >/dev/null 2>&1; then

@@ -14,9 +14,11 @@ import contextlib
 import logging
 import re
 import shlex
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -30,6 +32,8 @@ from envgym.world.spec import ToolLabel, ToolSpec
 from envgym.world.state import WorldState
 from envgym.world.tools import ToolError
 from envgym.world.validate import SchemaError, compile_validator
+
+PLACEHOLDER = "{state}"
 
 
 class HarvestError(RuntimeError):
@@ -210,15 +214,36 @@ def list_server_tools(command: str | Sequence[str], env: Mapping[str, str] | Non
         watch.close()
 
 
-def harvest(servers: Sequence[str | Sequence[str]], timeout_s: float = 60.0,
-            env: Mapping[str, str] | None = None) -> list[ToolSpec]:
+def with_state(argv: Sequence[str], env: Mapping[str, str] | None, folder: str | Path) -> tuple[
+        list[str], dict[str, str]]:
+    """The command line and environment with every `{state}` replaced by `folder` (a server's own state folder)."""
+    path = str(folder)
+    return ([a.replace(PLACEHOLDER, path) for a in argv],
+            {k: v.replace(PLACEHOLDER, path) for k, v in (env or {}).items()})
+
+
+def names_state(argv: Sequence[str], env: Mapping[str, str] | None) -> bool:
+    """Whether the command line or an environment variable holds the `{state}` placeholder."""
+    return any(PLACEHOLDER in a for a in argv) or any(PLACEHOLDER in v for v in (env or {}).values())
+
+
+def harvest(servers: Sequence[str | Sequence[str]], timeout_s: float = 60.0, env: Mapping[str, str] | None = None,
+            state_template: str | Path | None = None) -> list[ToolSpec]:
     """Tool specs of every tool of every server, in server order then the server's listing order. `env` holds
-    extra environment variables for the servers (only the SDK's safe defaults reach them otherwise)."""
+    extra environment variables for the servers (only the SDK's safe defaults reach them otherwise).
+
+    A command (or `env` value) holding `{state}` is listed over a throw-away folder (a copy of `state_template`
+    when given, else empty) that is removed afterwards; the specs keep the placeholder, never the folder.
+    """
     specs: list[ToolSpec] = []
     taken: set[str] = set()
     for command in servers:
         argv = server_argv(command)
-        name, tools = list_server_tools(argv, env, timeout_s)
+        with tempfile.TemporaryDirectory(prefix="envgym-harvest-") as folder:
+            if state_template is not None:
+                shutil.copytree(state_template, folder, dirs_exist_ok=True)
+            run_argv, run_env = with_state(argv, env, folder) if names_state(argv, env) else (argv, dict(env or {}))
+            name, tools = list_server_tools(run_argv, run_env, timeout_s)
         specs.extend(tool_spec(t, argv, name, taken) for t in tools)
     return specs
 

@@ -2,14 +2,16 @@
 
 `EpisodeMCPTools(specs, template)` gives `ToolExecutor(extra=...)` implementations (`envgym.world.live.LiveTool`,
 per episode). The first call in a `WorldState` (an episode's, or the copy a reference solution replays on) starts
-that state's own server process over its own copy of the `template` folder; `{state}` in the server command stands
-for that copy's path (e.g. `mcp-server-sqlite --db-path {state}/db.sqlite`). After every call a digest of the copy
-goes into the world state (`envgym.world.live.record_live_state`), so grading sees what the server changed.
-The server stops and its copy is removed when the state is closed or collected.
+that state's own server process over its own copy of the `template` folder; `{state}` in the server command or in
+one of its environment variables stands for that copy's path (`mcp-server-sqlite --db-path {state}/db.sqlite`,
+`MEMORY_FILE_PATH={state}/memory.jsonl`). After every call a digest of the copy (leaving out the `exclude` globs,
+e.g. timestamped backups) goes into the world state (`envgym.world.live.record_live_state`), so grading sees what
+the server changed. The server stops and its copy is removed when the state is stopped or collected.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import shutil
 import tempfile
@@ -19,19 +21,20 @@ from pathlib import Path
 from typing import Any
 
 from envgym.world.live import LiveTool, record_live_state
-from envgym.world.spec import ToolSpec
+from envgym.world.spec import ToolCall, ToolSpec
 from envgym.world.state import WorldState
-from synth.mcp_harvest import HarvestError, LiveMCPTools
-
-PLACEHOLDER = "{state}"
-Fingerprint = Callable[[Path], str]
+from synth.mcp_harvest import PLACEHOLDER, HarvestError, LiveMCPTools, names_state, with_state
 
 
-def directory_digest(root: Path) -> str:
-    """sha256 over every file's path (relative, sorted) and bytes: equal folders, equal digests."""
+def directory_digest(root: Path, exclude: Sequence[str] = ()) -> str:
+    """sha256 over every file's path (relative, sorted) and bytes, leaving out paths matching an `exclude` glob
+    (matched against the relative POSIX path): equal folders, equal digests."""
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        rel = path.relative_to(root).as_posix()
+        if any(fnmatch.fnmatchcase(rel, pattern) for pattern in exclude):
+            continue
+        digest.update(rel.encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
 
@@ -42,34 +45,46 @@ def _stop(live: LiveMCPTools, folder: str) -> None:
 
 
 class EpisodeMCPTools:
-    """Harvested tools run live on one fresh server per episode (see the module docstring)."""
+    """Harvested tools run live on one fresh server per episode (see the module docstring).
+
+    Raises HarvestError when no server command or environment variable names `{state}` (every episode would share
+    one server state) or when `template` is not a folder.
+    """
 
     def __init__(self, specs: Sequence[ToolSpec], template: str | Path, env: Mapping[str, str] | None = None,
-                 timeout_s: float = 60.0, fingerprint: Fingerprint = directory_digest):
+                 timeout_s: float = 60.0, exclude: Sequence[str] = ()):
         self.specs = [s for s in specs if (s.source or {}).get("kind") == "mcp"]
+        self.env = dict(env or {})
         for spec in self.specs:
             assert spec.source is not None
-            if not any(PLACEHOLDER in arg for arg in spec.source["server"]):
-                raise HarvestError(f"MCP server {' '.join(spec.source['server'])!r} of tool {spec.name!r}: its "
-                                   f"command has no {PLACEHOLDER} placeholder, so every episode would share one "
-                                   "server state; put the state's path in the command as {state}")
+            if not names_state(spec.source["server"], self.env):
+                raise HarvestError(f"MCP server {' '.join(spec.source['server'])!r} of tool {spec.name!r}: no {PLACEHOLDER} "
+                                   "placeholder in its command or environment, so every episode would share one "
+                                   "server state; put the state's path in the command or an --env value as "
+                                   f"{PLACEHOLDER}")
         self.template = Path(template)
         if not self.template.is_dir():
             raise HarvestError(f"{self.template}: the template of the servers' state must be a folder")
-        self.env = dict(env or {})
         self.timeout_s = timeout_s
-        self.fingerprint = fingerprint
-        self.initial_digest = fingerprint(self.template)
+        self.exclude = list(exclude)
+        self.initial_digest = self.digest(self.template)
         self._key = f"mcp-episode:{id(self)}"
 
-    def _episode(self, state: WorldState) -> tuple[LiveMCPTools, Path]:
+    def digest(self, folder: Path) -> str:
+        """The digest grading compares: the folder's files, less the excluded paths."""
+        return directory_digest(folder, self.exclude)
+
+    def _episode(self, state: WorldState) -> tuple[LiveMCPTools, Path, dict[str, ToolSpec]]:
         held = state.resources.get(self._key)
         if held is None:
             folder = Path(tempfile.mkdtemp(prefix="envgym-mcp-"))
             shutil.copytree(self.template, folder, dirs_exist_ok=True)
-            specs = [s.model_copy(update={"source": {**(s.source or {}), "server": [
-                a.replace(PLACEHOLDER, str(folder)) for a in (s.source or {})["server"]]}}) for s in self.specs]
-            live = LiveMCPTools(specs, timeout_s=self.timeout_s, env=self.env)
+            env: dict[str, str] = {}
+            specs = []
+            for s in self.specs:
+                argv, env = with_state((s.source or {})["server"], self.env, folder)
+                specs.append(s.model_copy(update={"source": {**(s.source or {}), "server": argv}}))
+            live = LiveMCPTools(specs, timeout_s=self.timeout_s, env=env)
             try:
                 live.__enter__()
             except HarvestError:
@@ -77,18 +92,47 @@ class EpisodeMCPTools:
                 raise
             held = state.resources[self._key] = (live, folder, {s.name: s for s in specs})
             state.resources[f"{self._key}:stop"] = weakref.finalize(state, _stop, live, str(folder))
-        return held[0], held[1]
+        return held
+
+    def folder(self, state: WorldState) -> Path:
+        """The state folder of `state`'s server (started if it was not)."""
+        return self._episode(state)[1]
+
+    def stop(self, state: WorldState) -> None:
+        """Stop `state`'s server and remove its folder now (otherwise done when the state is collected)."""
+        stopper = state.resources.pop(f"{self._key}:stop", None)
+        state.resources.pop(self._key, None)
+        if stopper is not None:
+            stopper()
 
     def call(self, state: WorldState, spec: ToolSpec, arguments: dict[str, Any]) -> Any:
         """Run one tool on this state's server; then record the server state's digest in the world state."""
-        live, folder = self._episode(state)
-        own = state.resources[self._key][2][spec.name]
+        live, folder, own = self._episode(state)
         try:
-            return live.call(own, arguments)
+            return live.call(own[spec.name], arguments)
         finally:
             assert spec.source is not None
-            record_live_state(state, str(spec.source.get("server_name", spec.name)), self.fingerprint(folder),
+            record_live_state(state, str(spec.source.get("server_name", spec.name)), self.digest(folder),
                               self.initial_digest)
+
+    def require_trace(self, writes: Sequence[ToolCall]) -> None:
+        """Run `writes` in order on a fresh server; raise HarvestError naming the first one that leaves the state
+        folder's digest as it was: its effect lives in the server's memory, where grading cannot see it."""
+        by_name = {s.name: s for s in self.specs}
+        state = WorldState({})
+        try:
+            before = self.initial_digest
+            for call in writes:
+                self.call(state, by_name[call.name], dict(call.arguments))
+                after = self.digest(self.folder(state))
+                if after == before:
+                    raise HarvestError(
+                        f"tool {call.name!r} of {' '.join((by_name[call.name].source or {})['server'])!r} writes but "
+                        f"leaves no trace in its state folder ({PLACEHOLDER}): what it changed lives in the server's "
+                        "memory, which grading cannot see; keep the server's state in a file under {state}")
+                before = after
+        finally:
+            self.stop(state)
 
     def functions(self) -> dict[str, Callable[..., Any]]:
         """tool name -> per-episode `LiveTool`, for `ToolExecutor(world, extra=...)`."""

@@ -185,7 +185,31 @@ def map_server(specs: Sequence[ToolSpec]) -> list[ToolMapping]:
     for m in mappings:
         if m.mapped and m.op == "create" and m.entity in keys and m.key is None:
             m.mapped, m.reason = False, f"a create without the argument {keys[m.entity]!r} that names the record"
+    _unmap_listing_options(specs, mappings)
     return mappings
+
+
+def _unmap_listing_options(specs: Sequence[ToolSpec], mappings: list[ToolMapping]) -> None:
+    """A list or search argument is a filter only on a field that another tool of the entity sets or returns: an
+    option of the listing itself (`list_todos(include_completed)`) would otherwise become a field of every record,
+    and the simulated listing would ignore what it does."""
+    by_name = {s.name: s for s in specs}
+    fields: dict[str, set[str]] = {}
+    for m in mappings:
+        if m.mapped and m.entity is not None and m.op not in ("list", "search"):
+            spec = by_name[m.tool]
+            output = (spec.source or {}).get("output_schema") or {}
+            fields.setdefault(m.entity, set()).update(spec.parameters.get("properties", {}),
+                                                      output.get("properties", {}) if m.op == "get" else ())
+    for m in mappings:
+        if not m.mapped or m.op not in ("list", "search") or m.entity is None:
+            continue
+        options = [a for a in by_name[m.tool].parameters.get("properties", {})
+                   if a not in QUERY_ARGS and a not in fields.get(m.entity, set())]
+        if options:
+            m.mapped, m.reason = False, (f"argument {options[0]!r} is an option of the listing, not a field that "
+                                         f"another tool of {m.entity!r} sets or returns: the data model has nothing "
+                                         "it could filter")
 
 
 def _values(name: str, kind: str, choices: list[Any], entity: str) -> FieldSpec:

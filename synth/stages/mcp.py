@@ -10,6 +10,7 @@ the reason, and every sampled task with its scores) and one environment folder p
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections.abc import Callable, Sequence
@@ -106,7 +107,17 @@ def _program(world: WorldSpec, data: EnvironmentData, m: ToolMapping, rng: rando
         filters = [p for p in props if p in entity.fields]
         args: dict[str, Any] = {}
         ask = f"how many {words(table_name)} are there?"
-        if filters:
+        if tool.effect.op == "search" and tool.effect.query_arg is not None:
+            # The query is a value a record holds (the tool's own search then finds it): an empty or invented one
+            # finds nothing, and a required one left out fails every draw.
+            record = rng.choice(rows)
+            seen = sorted({str(v) for v in record.values() if isinstance(v, str) and v})
+            if not seen:
+                raise Unfit(f"a {noun} holds no text to search for")
+            needle = rng.choice(seen)
+            args = {tool.effect.query_arg: lit(needle)}
+            ask = f"how many {words(table_name)} match {needle!r}?"
+        elif filters:
             record = rng.choice(rows)
             a = rng.choice(filters)
             args = {a: lit(record[a])}
@@ -167,6 +178,9 @@ def unit_server(server: str, specs: list[ToolSpec], seed: int, tasks_per_env: in
     if not mapped:
         return [record]
     world = mcp_world(name, server, specs, mappings, item_seed(seed, "mcp-world", name, 0), max_steps)
+    # The stage file stores the world as canonical JSON (sorted keys), and field order decides the seeded values:
+    # solve the tasks on the world exactly as it is stored and written, or their answers are another world's.
+    world = WorldSpec.model_validate(json.loads(canonical_json(world.model_dump(mode="json", exclude_defaults=True))))
     data = build_environment(world, [])
     tasks: dict[str, TaskSpec] = {}
     for i in range(tasks_per_env * 3):
