@@ -17,6 +17,7 @@ from dataclasses import replace
 import gymnasium as gym
 
 from envgym.cli.common import CliError, add_json_flag, print_json
+from envgym.sandbox.heap import HeapKeeper
 from envgym.sandbox.limits import ENV_SERVER_LIMITS, SessionLimits
 from envgym.sandbox.process import ExecDefaults
 from envgym.sandbox.server import make_http_server, serve_until_stopped
@@ -136,7 +137,13 @@ def _sessions(args: argparse.Namespace, env_id: str, token_file: str | None, tok
         raise CliError(f"--workers: expected at least 1, got {args.workers}")
     total = _session_budget(args)
     if args.workers == 1:
-        return EnvHost(env_id, idle_s=args.session_idle, max_sessions=total, session_prefix=args.session_prefix)
+        return EnvHost(
+            env_id,
+            idle_s=args.session_idle,
+            max_sessions=total,
+            session_prefix=args.session_prefix,
+            heap=HeapKeeper(),
+        )
     share = -(-total // args.workers)
     options = ["--session-idle", str(args.session_idle), "--max-sessions", str(share), "--threads", str(args.threads)]
     if args.max_connections is not None:
