@@ -52,6 +52,14 @@ class PayloadTooLargeError(SandboxError):
     type_name = "PayloadTooLarge"
 
 
+class BudgetExceededError(SandboxError):
+    """A budget of `envgym.sandbox.limits` was hit (steps, messages or action bytes of an episode, an answer's size,
+    the server's buffered bodies); the message names the budget and what to do."""
+
+    status = 429
+    type_name = "BudgetExceeded"
+
+
 class HeadersTooLargeError(SandboxError):
     """The request line and headers are longer, or more numerous, than the server accepts."""
 
@@ -95,6 +103,7 @@ ERROR_TYPES: dict[str, type[SandboxError]] = {
         RequestTimeoutError,
         ConflictError,
         PayloadTooLargeError,
+        BudgetExceededError,
         HeadersTooLargeError,
         EnvHostError,
         SandboxUnavailableError,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from envgym.sandbox.errors import (
+    BudgetExceededError,
     HeadersTooLargeError,
     RequestTimeoutError,
     SandboxError,
@@ -100,6 +101,7 @@ class HttpServer:
         self.max_connections = limits.connection_budget()
         self._app = app
         self._pool = DaemonThreadPool(limits.handler_threads, name="envgym-handler")
+        self._buffered = 0  # announced body bytes of requests being read or run (max_buffered_body_bytes)
         self._connections: dict[int, _Connection] = {}
         self._open = 0  # accepted sockets not yet closed: registered, refused with 503, or being closed
         self._accepting = False
@@ -284,20 +286,29 @@ class HttpServer:
                 return
             first = False
             conn.waiting = False
+            reserved = 0
             try:
                 head = parse_head(data, limits)
                 call = self._app.admit(head)
                 length = body_length(head, limits)
+                reserved = self._reserve_body(length)
                 if length and head.headers.get("expect", "").lower() == "100-continue":
                     writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 body = await self._read_body(conn, reader, length)
             except SandboxError as exc:
+                self._buffered -= reserved
                 await self._reject(reader, writer, error_response(exc))
                 return
-            if call.inline:
-                result = call.run(body)
-            else:
-                result = await asyncio.get_running_loop().run_in_executor(self._pool, call.run, body)
+            except BaseException:
+                self._buffered -= reserved
+                raise
+            try:
+                if call.inline:
+                    result = call.run(body)
+                else:
+                    result = await asyncio.get_running_loop().run_in_executor(self._pool, call.run, body)
+            finally:
+                self._buffered -= reserved
             if isinstance(result, Response):
                 keep_alive = head.keep_alive and result.status < 400
                 head_bytes = response_head(result.status, result.content_type, len(result.body), keep_alive)
@@ -334,13 +345,35 @@ class HttpServer:
         await self._reject(reader, writer, error_response(error))
         return None
 
+    def _reserve_body(self, length: int) -> int:
+        """Count `length` against `max_buffered_body_bytes` (all connections' bodies together), or refuse it."""
+        if length and self._buffered + length > self.limits.max_buffered_body_bytes:
+            raise BudgetExceededError(
+                f"server budget: {self._buffered} bytes of request bodies are held already and this one's {length} "
+                f"would pass max_buffered_body_bytes ({self.limits.max_buffered_body_bytes}); retry later"
+            )
+        self._buffered += length
+        return length
+
     async def _read_body(self, conn: _Connection, reader: asyncio.StreamReader, length: int) -> bytes:
+        """The body, each pause within `body_timeout_s` and the whole within `body_deadline_s` (no slow dribble)."""
         chunks: list[bytes] = []
         left = length
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.limits.body_deadline_s
         while left:
+            remaining = end - loop.time()
             try:
-                chunk = await self._within(conn, self.limits.body_timeout_s, reader.read(min(left, 1 << 20)))
+                if remaining <= 0:
+                    raise TimeoutError
+                wait = min(self.limits.body_timeout_s, remaining)
+                chunk = await self._within(conn, wait, reader.read(min(left, 1 << 20)))
             except TimeoutError:
+                if end - loop.time() <= self.limits.body_timeout_s / 10:
+                    raise RequestTimeoutError(
+                        f"request body: not complete within body_deadline_s ({self.limits.body_deadline_s:g}s) "
+                        f"with {left} of {length} bytes still to come"
+                    ) from None
                 raise RequestTimeoutError(
                     f"request body: no data for {self.limits.body_timeout_s:g}s "
                     f"with {left} of {length} bytes still to come"

@@ -34,6 +34,11 @@ class ServerLimits:
         connection_bytes: what one open connection is reckoned to cost (its buffers, transport and task, with
             room to spare); the memory part of the connection budget.
         connection_memory_share: the share of the memory available at start that connections may take.
+        body_deadline_s: a whole request body must arrive within this, however it is paced (`body_timeout_s` bounds
+            one pause only, and a byte every 29 s held a connection forever); then 408 and close.
+        max_buffered_body_bytes: request bodies held by the server at once, all connections together (announced
+            Content-Lengths, from the head until the handler is done). A body that would pass it gets 429
+            `BudgetExceeded` before any of it is read: 60 connections each sending just under the cap took +460 MB.
     """
 
     max_connections: int | None = None
@@ -49,6 +54,8 @@ class ServerLimits:
     fd_reserve: int = 128
     connection_bytes: int = 64 << 10
     connection_memory_share: float = 0.125
+    body_deadline_s: float = 120.0
+    max_buffered_body_bytes: int = 512 << 20
 
     def connection_budget(self) -> int:
         """Connections this process may hold: `max_connections` (None: no bound of its own), lowered to the file
@@ -85,6 +92,52 @@ class SessionLimits:
             return self.max_sessions
         return max(1, int(self.session_memory_share * available_memory_bytes() / self.session_bytes))
 
+
+@dataclass(frozen=True)
+class EpisodeLimits:
+    """What one env session may make the server hold or compute per episode. Hitting one gives 429 `BudgetExceeded`
+    (`envgym.sandbox.errors.BudgetExceededError`) naming the budget; a reset starts the counts again.
+
+    Found by attack: a client's `max_steps` had no bound, every step kept the whole action and tool result, and a step
+    without `held` encoded the whole conversation on the event loop (8,000 steps: +400 MB; one 25 KB request: a 204 MB
+    answer; health 5 ms -> 522 ms).
+
+    Attributes:
+        max_steps: steps per episode, and the largest `max_steps` a client may ask for (`EnvOptions.max_steps`).
+        max_messages: conversation messages per episode (`info["messages"]`): no step is taken past it.
+        max_action_bytes: bytes of actions per episode, all steps together (what the client makes the env keep).
+        max_response_bytes: the largest reset or step answer; a bigger one is refused (ask with `held`, info
+            deltas, to be sent only the new messages).
+        inline_encode_bytes: a session whose last answer was larger than this runs its resets and steps on handler
+            threads, so large encodes never stall the event loop (health checks, other sessions).
+    """
+
+    max_steps: int = 1000
+    max_messages: int = 4000
+    max_action_bytes: int = 32 << 20
+    max_response_bytes: int = 32 << 20
+    inline_encode_bytes: int = 256 << 10
+
+
+@dataclass(frozen=True)
+class McpLimits:
+    """What clients may make `envgym mcp serve` hold.
+
+    Attributes:
+        max_sessions: MCP sessions (one world each) open at once over HTTP; one more gets 503 "Too many open
+            sessions" from the SDK (925 sessions at about 104 kB each were taken in 90 s before).
+        session_idle_timeout_s: an HTTP session without a request for this long is ended and its world dropped.
+        max_stdio_line_bytes: the longest JSON-RPC message line read over stdio; a longer line is discarded as it
+            arrives (never buffered whole: a 200 MB line peaked at 1.19 GB) and answered with a parse error.
+    """
+
+    max_sessions: int = 256
+    session_idle_timeout_s: float = 300.0
+    max_stdio_line_bytes: int = 4 << 20
+
+
+EPISODE_LIMITS = EpisodeLimits()
+MCP_LIMITS = McpLimits()
 
 _NR_OPEN = "/proc/sys/fs/nr_open"
 _MEMINFO = "/proc/meminfo"
@@ -137,4 +190,6 @@ def _read_int(path: str) -> int | None:
 
 SANDBOX_LIMITS = ServerLimits()
 # Env servers receive actions and options, never archives.
-ENV_SERVER_LIMITS = replace(SANDBOX_LIMITS, max_body_bytes=8 << 20)
+ENV_SERVER_LIMITS = replace(
+    SANDBOX_LIMITS, max_body_bytes=8 << 20, body_deadline_s=60.0, max_buffered_body_bytes=64 << 20
+)

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_json
 
-from envgym.sandbox.errors import EnvHostError, InvalidRequestError, NotFoundError
-from envgym.sandbox.heap import HeapKeeper
+from envgym.sandbox.errors import BudgetExceededError, EnvHostError, InvalidRequestError, NotFoundError
+from envgym.sandbox.limits import EPISODE_LIMITS, EpisodeLimits
 from envgym.sandbox.waits import WaitWatch
 from envgym.sandbox.wire import EnvCreate, EnvResetResult, EnvSessionInfo, EnvStepResult, HeldInfo
 
@@ -103,6 +103,48 @@ class _EnvSession:
     episode: int = 0
     sent_messages: Any = None
     sent_tools: Any = None
+    # What this episode has used of its budgets (`EpisodeLimits`), and the size of the last answer.
+    steps: int = 0
+    action_bytes: int = 0
+    messages: int = 0
+    answer_bytes: int = 0
+
+    def start_counts(self) -> None:
+        self.steps = self.action_bytes = self.messages = 0
+
+    def admit_step(self, action: Any, limits: EpisodeLimits) -> None:
+        """Refuse a step past this episode's budgets, before the env sees it."""
+        size = len(action) if isinstance(action, str | bytes) else 0
+        if self.steps >= limits.max_steps:
+            raise BudgetExceededError(f"episode budget: {limits.max_steps} steps taken (max_steps); reset the session")
+        if self.messages >= limits.max_messages:
+            raise BudgetExceededError(
+                f"episode budget: the conversation has {self.messages} messages (max_messages "
+                f"{limits.max_messages}); reset the session"
+            )
+        if self.action_bytes + size > limits.max_action_bytes:
+            raise BudgetExceededError(
+                f"episode budget: actions would total {self.action_bytes + size} bytes (max_action_bytes "
+                f"{limits.max_action_bytes}); reset the session"
+            )
+        self.steps += 1
+        self.action_bytes += size
+
+    def count_messages(self, info: dict[str, Any]) -> None:
+        """The conversation's length after a step (the whole list, before any delta cut)."""
+        messages = info.get("messages") if isinstance(info, dict) else None
+        if isinstance(messages, list):
+            self.messages = len(messages)
+
+    def answered(self, body: bytes, limits: EpisodeLimits) -> bytes:
+        """Record an answer's size; refuse one over `max_response_bytes`."""
+        self.answer_bytes = len(body)
+        if len(body) > limits.max_response_bytes:
+            raise BudgetExceededError(
+                f"response budget: the answer is {len(body)} bytes (max_response_bytes {limits.max_response_bytes}); "
+                "send `held` (info deltas) to be sent only the new messages, or reset the session"
+            )
+        return body
 
     def sent_whole(self, info: dict[str, Any]) -> int:
         """Record `info` as sent in full; returns its new episode number."""
@@ -135,6 +177,8 @@ class EnvHost:
     process knows from an id alone which worker holds the session.
     """
 
+    episode_limits: EpisodeLimits = EPISODE_LIMITS
+
     def __init__(
         self,
         env_id: str | None = None,
@@ -142,12 +186,8 @@ class EnvHost:
         max_sessions: int = 4096,
         worlds_dir: str | None = None,
         session_prefix: str = "",
-        heap: HeapKeeper | None = None,
     ) -> None:
         self.env_id = env_id
-        # `envgym serve` hands its sessions' host a HeapKeeper (short collector pauses); in-process hosts keep the
-        # collector as it is.
-        self.heap = heap
         # A sandbox's own uploads: environment folders the operator put there (`envgym.sandboxed`). Only a full
         # sandbox sets it: whoever holds its token can exec anyway, while an env server never loads a client's path.
         self.worlds_dir = worlds_dir
@@ -164,6 +204,8 @@ class EnvHost:
         """Whether the session's resets and steps may run on the event loop: its environment has not been caught
         waiting. (An unknown id: yes, its NotFoundError is quick.)"""
         session = self._sessions.get(session_id)
+        if session is not None and session.answer_bytes > self.episode_limits.inline_encode_bytes:
+            return False  # its next encode is likely large too: keep it off the event loop
         return session is None or self.waits.inline(session.env_id)
 
     def create(self, req: EnvCreate) -> EnvSessionInfo:
@@ -183,12 +225,9 @@ class EnvHost:
             session_id = self.session_prefix + secrets.token_hex(8)
             with self._lock:
                 self._sessions[session_id] = _EnvSession(env, env_id)
-                live = len(self._sessions)
         finally:
             with self._lock:
                 self._creating -= 1
-        if self.heap is not None:
-            self.heap.created(live)
         from envgym.spaces import UnsupportedSpaceError, describe_space
 
         try:
@@ -242,22 +281,26 @@ class EnvHost:
 
         def reset() -> tuple[Any, dict[str, Any], dict[str, Any]]:
             obs, info = session.env.reset(seed=seed, options=options)
+            session.start_counts()
             return obs, info, {"episode": session.sent_whole(info)} if info_delta else {}
 
         obs, info, fields = self._watched(session, "reset", reset)
-        return encode_result(EnvResetResult, observation=obs, info=info, **fields)
+        body = encode_result(EnvResetResult, observation=obs, info=info, **fields)
+        return session.answered(body, self.episode_limits)
 
     def step(self, session_id: str, action: Any, held: HeldInfo | None = None) -> bytes:
         session = self._get(session_id)
 
         def step() -> tuple[Any, Any, Any, Any, dict[str, Any], dict[str, Any]]:
+            session.admit_step(action, self.episode_limits)
             obs, reward, terminated, truncated, info = session.env.step(action)
+            session.count_messages(info)
             if held is None:
                 return obs, reward, terminated, truncated, info, {}
             return obs, reward, terminated, truncated, *session.delta(info, held)
 
         obs, reward, terminated, truncated, info, fields = self._watched(session, "step", step)
-        return encode_result(
+        body = encode_result(
             EnvStepResult,
             observation=obs,
             reward=float(reward),
@@ -266,12 +309,15 @@ class EnvHost:
             info=info,
             **fields,
         )
+        return session.answered(body, self.episode_limits)
 
     def _watched(self, session: _EnvSession, what: str, call: Callable[[], T]) -> T:
         """`call()` under the session's lock, watched for waits (`envgym.sandbox.waits`)."""
         with session.lock:
             try:
                 return self.waits.call(session.env_id, what, call)
+            except BudgetExceededError:
+                raise
             except Exception as exc:
                 raise EnvHostError(f"{session.env_id}.{what}: {type(exc).__name__}: {exc}") from exc
 
@@ -281,8 +327,6 @@ class EnvHost:
         if session is None:
             raise NotFoundError(f"no env session {session_id!r}")
         session.env.close()
-        if self.heap is not None:
-            self.heap.closed(1, len(self._sessions))
 
     def reap_idle(self) -> int:
         """Close sessions unused for longer than `idle_s`; returns how many were closed."""
@@ -292,8 +336,6 @@ class EnvHost:
             closed = [self._sessions.pop(sid) for sid in stale]
         for session in closed:
             session.env.close()
-        if closed and self.heap is not None:
-            self.heap.closed(len(closed), len(self._sessions))
         return len(closed)
 
     def session_count(self) -> int:

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from envgym.sandbox.limits import EPISODE_LIMITS
+
 PROTOCOL_VERSION = 1
 
 
@@ -93,7 +95,7 @@ class EnvOptions(_Body):
 
     task: str | None = None
     seed: int | None = None
-    max_steps: int | None = Field(None, ge=1)
+    max_steps: int | None = Field(None, ge=1, le=EPISODE_LIMITS.max_steps)
     failure_rate: float | None = Field(None, ge=0, le=1)
     attack: str | None = None
     guard: bool | None = None

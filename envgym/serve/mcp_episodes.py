@@ -20,9 +20,10 @@ import gymnasium as gym
 
 from envgym.env import ToolWorldEnv
 from envgym.play.tool_turns import USER_TOOL, step_tool_call
+from envgym.sandbox.limits import MCP_LIMITS
 from envgym.world.spec import ToolSpec
 
-SESSION_IDLE_TIMEOUT_S = 30 * 60.0  # over HTTP, a session without a request for this long ends (the mcp SDK's default)
+SESSION_IDLE_TIMEOUT_S = MCP_LIMITS.session_idle_timeout_s  # over HTTP, a session without a request this long ends
 EPISODE_OVER = "The episode is over; nothing was done. A new MCP session starts a new episode."
 
 

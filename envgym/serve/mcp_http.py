@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from envgym.sandbox.limits import MCP_LIMITS
 from envgym.serve.mcp_episodes import SESSION_IDLE_TIMEOUT_S, EpisodeBook, UnknownSessionError
 from envgym.serve.mcp_server import build_server
 from envgym.world.errors import UnknownTaskError
@@ -51,8 +52,9 @@ class BearerGate:
     def _presented(scope: Scope, token: str) -> bool:
         for key, value in scope.get("headers", []):
             if key == b"authorization":
-                scheme, _, given = value.decode("latin-1").partition(" ")
-                return scheme.lower() == "bearer" and secrets.compare_digest(given.strip(), token)
+                # Compared as bytes: str comparison raises TypeError on non-ASCII (`Bearer éé` answered 500).
+                scheme, _, given = value.partition(b" ")
+                return scheme.lower() == b"bearer" and secrets.compare_digest(given.strip(), token.encode())
         return False
 
 
@@ -84,12 +86,14 @@ def _admin_routes(book: EpisodeBook) -> list[Route]:
 
 
 def build_http_app(book: EpisodeBook, *, host: str, agent_token: str | None, admin_token: str,
-                   session_idle_timeout: float = SESSION_IDLE_TIMEOUT_S) -> ASGIApp:
+                   session_idle_timeout: float = SESSION_IDLE_TIMEOUT_S,
+                   max_sessions: int = MCP_LIMITS.max_sessions) -> ASGIApp:
     """The agent's `/mcp` and the operator's `/admin` routes. A session with no request in flight for
-    `session_idle_timeout` seconds is ended by the SDK, and its episode dropped."""
+    `session_idle_timeout` seconds is ended by the SDK, and its episode dropped; beyond `max_sessions` open sessions
+    a new one gets 503 "Too many open sessions" (see `envgym.sandbox.limits.McpLimits`)."""
     server = build_server(book, stdio=False)
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host, session_idle_timeout=session_idle_timeout,
-                                     custom_starlette_routes=_admin_routes(book))
+                                     max_sessions=max_sessions, custom_starlette_routes=_admin_routes(book))
     return BearerGate(app, agent_token=agent_token, admin_token=admin_token)
 
 
