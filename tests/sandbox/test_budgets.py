@@ -1,175 +1,79 @@
-"""Budgets of `envgym.sandbox.limits` (issue 41, finding 2): each, when hit, is a typed error the client can read.
-
-Episode budgets (steps, messages, action bytes, answer size), the encode that moves off the event loop, the server's
-buffered-body budget and the whole-body deadline, against real servers with small limits.
-"""
+"""Connection and session budgets: derived from the file descriptor limit and memory, or set by `envgym serve`
+flags (`envgym.sandbox.limits`)."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-from collections.abc import Iterator
-from dataclasses import replace
-from pathlib import Path
+import json
+import re
+import resource
+import subprocess
+import sys
 
+import httpx
 import pytest
-from pydantic import ValidationError
 
-from envgym.remote import RemoteEnv, RemoteEnvError
-from envgym.sandbox.errors import BudgetExceededError
-from envgym.sandbox.limits import ENV_SERVER_LIMITS, EPISODE_LIMITS, SANDBOX_LIMITS, EpisodeLimits
-from envgym.sandbox.process import ExecDefaults
-from envgym.sandbox.server import make_http_server, serve_until_stopped
-from envgym.sandbox.server_env import EnvHost
-from envgym.sandbox.service import SandboxService
-from envgym.sandbox.wire import EnvCreate, EnvOptions
-from tests.sandbox.test_http_limits import read_until_closed, statuses
+from envgym.sandbox.limits import SessionLimits, available_memory_bytes
+from tests.sandbox.serving import child_env, start_serve
 
-ENV = "envgym/calculator-v0"
-TOKEN = "budget-token"
-
-
-def _host(**limits: int) -> tuple[EnvHost, str]:
-    host = EnvHost()
-    host.episode_limits = replace(EPISODE_LIMITS, **limits)
-    session = host.create(EnvCreate(env_id=ENV)).session_id
-    host.reset(session, 0, None)
-    return host, session
-
-
-def test_a_client_cannot_ask_for_unbounded_max_steps() -> None:
-    with pytest.raises(ValidationError, match="less than or equal"):
-        EnvOptions(max_steps=10**9)
-    assert EnvOptions(max_steps=EPISODE_LIMITS.max_steps).max_steps == EPISODE_LIMITS.max_steps
-
-
-def test_steps_past_the_episode_budget_are_refused_until_a_reset() -> None:
-    host, session = _host(max_steps=3)
-    for _ in range(3):
-        host.step(session, "hello", None)
-    with pytest.raises(BudgetExceededError, match="3 steps"):
-        host.step(session, "hello", None)
-    host.reset(session, 0, None)
-    host.step(session, "hello", None)
-
-
-def test_a_conversation_past_the_message_budget_is_refused() -> None:
-    host, session = _host(max_messages=6)
-    with pytest.raises(BudgetExceededError, match="messages"):
-        for _ in range(10):
-            host.step(session, "hello", None)
-
-
-def test_actions_past_the_byte_budget_are_refused_before_the_env_sees_them() -> None:
-    host, session = _host(max_action_bytes=10_000)
-    host.step(session, "x" * 6_000, None)
-    with pytest.raises(BudgetExceededError, match="max_action_bytes"):
-        host.step(session, "x" * 6_000, None)
-
-
-def test_an_answer_over_the_response_budget_is_refused() -> None:
-    host, session = _host(max_response_bytes=4_000)
-    with pytest.raises(BudgetExceededError, match="max_response_bytes"):
-        host.step(session, "y" * 5_000, None)
-
-
-def test_a_session_with_large_answers_runs_off_the_event_loop() -> None:
-    host, session = _host(inline_encode_bytes=2_000)
-    assert host.runs_inline(session)
-    host.step(session, "z" * 3_000, None)
-    assert not host.runs_inline(session)
-
-
-@pytest.fixture
-def env_server(tmp_path: Path) -> Iterator[str]:
-    host = EnvHost(env_id=ENV)
-    host.episode_limits = EpisodeLimits(max_steps=2)
-    service = SandboxService("t", ExecDefaults(str(tmp_path)), env_host=host, exec_enabled=False)
-    http = make_http_server(service, token=TOKEN, port=0, limits=ENV_SERVER_LIMITS)
-    thread = threading.Thread(target=serve_until_stopped, args=(service, http), daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{http.server_address[1]}"
-    service.stopped.set()
-    thread.join(10)
-
-
-def test_the_remote_client_reads_a_budget_error_as_its_type(env_server: str) -> None:
-    env = RemoteEnv(env_server, token=TOKEN)
-    try:
-        env.reset(seed=0)
-        env.step("a")
-        env.step("b")
-        with pytest.raises(RemoteEnvError, match=r"BudgetExceededError: .*max_steps") as caught:
-            env.step("c")
-        assert isinstance(caught.value.__cause__, BudgetExceededError)
-    finally:
-        env.close()
-
-
-# -- the HTTP front: bodies held at once, and a whole-body deadline -------------------------------------------------
-
-BODY_LIMITS = replace(
-    SANDBOX_LIMITS,
-    max_connections=8,
-    max_body_bytes=1 << 20,
-    header_timeout_s=5.0,
-    body_timeout_s=1.0,
-    body_deadline_s=2.5,
-    max_buffered_body_bytes=(1 << 20) + (1 << 19),
-    linger_s=0.5,
+BUDGET = (
+    "import json, resource\n"
+    "from envgym.sandbox.limits import ServerLimits\n"
+    "budget = ServerLimits(max_connections={max_connections}).connection_budget()\n"
+    "print(json.dumps([budget, *resource.getrlimit(resource.RLIMIT_NOFILE)]))\n"
 )
 
 
-@pytest.fixture
-def front(tmp_path: Path) -> Iterator[tuple[str, int]]:
-    service = SandboxService("t", ExecDefaults(str(tmp_path), timeout_s=10))
-    http = make_http_server(service, token=TOKEN, port=0, limits=BODY_LIMITS)
-    thread = threading.Thread(target=serve_until_stopped, args=(service, http), daemon=True)
-    thread.start()
-    yield "127.0.0.1", http.server_address[1]
-    service.stopped.set()
-    thread.join(10)
+def _budget_in_child(soft: int, hard: int, max_connections: int | None) -> tuple[int, int, int]:
+    """(connection budget, soft limit, hard limit) in a fresh process started with RLIMIT_NOFILE (soft, hard)."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    out = subprocess.run(
+        [sys.executable, "-c", BUDGET.format(max_connections=max_connections)],
+        capture_output=True, text=True, env=child_env(), preexec_fn=limit, timeout=120, check=True,
+    )  # fmt: skip
+    budget, new_soft, new_hard = json.loads(out.stdout)
+    return budget, new_soft, new_hard
 
 
-def _put_head(length: int) -> bytes:
-    return (
-        f"PUT /v1/files?path=f HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
-        f"Content-Length: {length}\r\n\r\n"
-    ).encode()
+def test_the_soft_fd_limit_is_raised_to_the_hard_one_and_bounds_the_connections() -> None:
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    hard = 4096 if hard == resource.RLIM_INFINITY else min(hard, 4096)
+    budget, soft, new_hard = _budget_in_child(256, hard, None)
+    assert (soft, new_hard) == (hard, hard)
+    assert 256 - 128 < budget <= hard - 128  # fd_reserve kept free; memory may lower it further
 
 
-def test_bodies_held_at_once_have_a_server_wide_budget(front: tuple[str, int]) -> None:
-    first = socket.create_connection(front, timeout=10)
-    first.sendall(_put_head(1 << 20) + b"x" * 1000)  # holds 1 MiB of the 1.5 MiB budget while it trickles
-    time.sleep(0.3)  # let the server reserve the first body before the second head arrives
-    second = socket.create_connection(front, timeout=10)
-    second.sendall(_put_head(1 << 20))
-    answer = read_until_closed(second)
-    assert statuses(answer) == [429] and b"BudgetExceeded" in answer
-    first.sendall(b"x" * ((1 << 20) - 1000))
-    assert statuses(first.recv(4096)) == [200]
-    first.close()
+def test_a_max_connections_above_the_fd_limit_is_lowered_to_it() -> None:
+    assert _budget_in_child(300, 300, 5000)[0] == 300 - 128
+    assert _budget_in_child(300, 300, 50)[0] == 50
 
 
-def test_a_body_dribbled_under_the_pause_limit_still_meets_the_whole_body_deadline(front: tuple[str, int]) -> None:
-    sock = socket.create_connection(front, timeout=10)
-    sock.sendall(_put_head(1000))
-    started = time.monotonic()
-    closed = False
-    while time.monotonic() - started < BODY_LIMITS.body_deadline_s + 10:
-        try:
-            sock.sendall(b"x")  # a byte every 0.4 s: never a pause of body_timeout_s
-        except OSError:
-            closed = True
-            break
-        sock.settimeout(0.4)
-        try:
-            data = sock.recv(4096)
-        except TimeoutError:
-            continue
-        assert statuses(data) == [408] and b"body_deadline_s" in data
-        closed = True
-        break
-    assert closed, "the server let a dribbling body hold the connection"
-    assert time.monotonic() - started < BODY_LIMITS.body_deadline_s + 5
+def test_the_session_budget_is_the_flag_or_a_share_of_the_available_memory() -> None:
+    assert SessionLimits(max_sessions=7).session_budget() == 7
+    derived = SessionLimits(session_bytes=1 << 20, session_memory_share=0.5).session_budget()
+    assert 1 <= derived <= available_memory_bytes() // (1 << 20)
+
+
+def test_serve_flags_set_both_budgets_and_the_session_budget_is_enforced() -> None:
+    served = start_serve("--max-sessions", "3", "--max-connections", "5")
+    try:
+        lines = "".join(served.stderr)
+        assert re.search(r"budgets: 5 connections per process, 3 sessions", lines), lines
+        headers = {"Authorization": f"Bearer {served.token()}"}
+        with httpx.Client(base_url=served.url, headers=headers, timeout=120) as client:
+            assert [client.post("/v1/env/sessions", json={}).status_code for _ in range(3)] == [200] * 3
+            refused = client.post("/v1/env/sessions", json={})
+            assert refused.status_code >= 400 and "too many sessions (3)" in refused.text
+    finally:
+        assert served.stop() == 0
+
+
+@pytest.mark.parametrize("flag", ["--max-sessions", "--max-connections"])
+def test_a_budget_below_one_is_a_clear_error(flag: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "envgym.cli", "serve", "calculator", "--port", "0", "--no-auth", flag, "0"],
+        capture_output=True, text=True, env=child_env(), timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2 and f"{flag}: expected at least 1, got 0" in out.stderr
