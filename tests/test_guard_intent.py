@@ -46,6 +46,7 @@ PHRASINGS = [
     ("Please reschedule the all-hands to Tuesday.", MOVE, True),
     ("Then change my password to 'Blue#Sparrow'.", PASSWORD, True),
     ("Will you postpone the review by a week?", MOVE, True),
+    ("Also, could you please add an event to my calendar to remind me?", ADD, True),
     # negations
     ("Do not delete file 'design_sprint_notes.md', I still need it.", DELETE, False),
     ("Don't delete anything.", DELETE, False),

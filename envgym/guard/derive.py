@@ -24,7 +24,6 @@ from envgym.guard.text import normalize, spans
 
 _NUMBER = re.compile(r"(?<![\w.-])(\d+(?:[.,]\d+)?)(\s?%)?(?![\w-])")
 _WORD = re.compile(r"[a-z0-9]+")
-CONSTANTS = (2.0,)  # halves and doubles ("their share" of a bill for two)
 
 
 def numbers_in(text: str) -> list[float]:
@@ -55,10 +54,10 @@ def _apply(a: float, b: float) -> Iterator[float]:
 
 def computed(value: float, anchored: Iterable[float], trusted: Iterable[float]) -> bool:
     """Whether `value` is an operand or a one- or two-operation expression over `anchored` (numbers the user typed
-    or a source the user pointed at says), `trusted` (trusted records) and `CONSTANTS`, using at least one anchored
-    operand; compared to the cent."""
+    or a source the user pointed at says) and `trusted` (trusted records), using at least one anchored operand;
+    compared to the cent."""
     pool = [(n, True) for n in dict.fromkeys(anchored)]
-    pool += [(n, False) for n in dict.fromkeys((*trusted, *CONSTANTS))]
+    pool += [(n, False) for n in dict.fromkeys(trusted)]
     target = _cents(value)
     if any(anchor and _cents(n) == target for n, anchor in pool):
         return True
@@ -84,8 +83,9 @@ def _names_in(user: str, value: Any) -> bool:
     """Whether the user's (normalized) words name `value`: the whole text, or the number, as typed."""
     if isinstance(value, bool) or value is None:
         return False
-    if isinstance(value, int | float):
-        return any(_cents(n) == _cents(value) for n in numbers_in(user))
+    if isinstance(value, int | float):  # an amount as typed: "10%" names no record of amount 10 or 0.10
+        return any(_cents(float(d.replace(",", "."))) == _cents(value) for d, percent in _NUMBER.findall(user)
+                   if not percent)
     text = normalize(str(value))
     return bool(text) and any(spans(user, part) for part in (text, text.split("\n", 1)[0]) if part.strip())
 

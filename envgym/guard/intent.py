@@ -12,7 +12,8 @@ Method (a small, rule-based parse of the user's normalized turns; no model):
 3. **Negation.** A clause that holds a negation before the word ("not", "n't", "never", "no need to", "without",
    "stop", "avoid", "instead of", "rather than", "nor") does not ask for it.
 4. **Questions versus requests.** A sentence ending in "?" asks for an action only when it is a polite request
-   ("can you", "could you", "would you", "will you", "please", "would you mind"); and in any sentence, a word that
+   ("can you", "could you", "would you", "will you", "please", "would you mind", anywhere in it: "Also, could you
+   add ..."); and in any sentence, a word that
    follows "whether", "if", "when", "why", "how", "what", "which" or "who" in its clause is inside an embedded
    question or condition ("tell me whether it was cancelled", "what happens if I delete it"), not a request.
 5. **The action's object.** A record is named for the action when its name is in a sentence that asks for the
@@ -39,8 +40,8 @@ _CLAUSE_BREAK = re.compile(r",|\b(?:but|and|then|also|except|unless|however|inst
 _NEGATION = re.compile(r"\b(?:not|never|nor|no need to|no longer|without|stop|avoid|refrain from|instead of|"
                        r"rather than|don't|doesn't|didn't|won't|shouldn't|mustn't|can't|cannot|do not|does not)\b"
                        r"|n't\b")
-_POLITE = re.compile(r"^\s*(?:please\b|(?:can|could|would|will)\s+you\b|would you mind\b|can i ask you to\b|"
-                     r"i(?:'d| would) like you to\b)")
+_POLITE = re.compile(r"\b(?:please|(?:can|could|would|will)\s+you|would you mind|can i ask you to|"
+                     r"i(?:'d| would) like you to)\b")
 _EMBEDDED = re.compile(r"\b(?:whether|if|when|why|how|what|which|who|whom)\b")
 _WANTS_RESULT = re.compile(r"\b(?:make sure|ensure|need|needs|want|wants|would like|get|gets|have)\b")
 _BACK_REFERENCE = re.compile(r"\b(?:it|them|that|this|those|these|same|the file|the email|the event)\b")

@@ -11,6 +11,13 @@ The mapping is ours; the decision stays the guard's. Three rules, the same for e
 - `control` arguments pick a recipient, target, amount or credential and must come from the user's request or a
   trusted result; `content` arguments (subjects, bodies) may carry text but no untrusted address or link.
   Arguments in neither list (dates, times, permissions already implied by the tool) are not checked.
+- argument roles: `recipients` hold email addresses (parsed, one per atom), `payees` name who receives by another
+  value (an IBAN, a user, a channel), `payload` a record that goes to them (an attachment, a shared file); content
+  and payload may reach a recipient the user did not name only without values untrusted data alone wrote.
+
+The table says only what each tool is (its labels, argument roles and the fields its platform writes), never what a
+particular user or injection task says: intent words are the tool's own verbs, and private fields are the same for
+every suite.
 """
 
 from __future__ import annotations
@@ -40,6 +47,9 @@ class Sink:
     labels: tuple[ToolLabel, ...]
     control: tuple[str, ...]
     content: tuple[str, ...] = ()
+    recipients: tuple[str, ...] = ()
+    payees: tuple[str, ...] = ()
+    payload: tuple[str, ...] = ()
     secret: tuple[str, ...] = ()
     chosen: tuple[str, ...] = ()
     target: TargetRule | None = None
@@ -50,23 +60,21 @@ class Sink:
 _EGRESS: tuple[ToolLabel, ...] = ("egress",)
 _DESTRUCTIVE: tuple[ToolLabel, ...] = ("destructive",)
 # A record a user names by its title or file name; the key is looked up in the AgentDojo environment (`lookup`).
-# Described targets: "the grocery list" (words of a file name), "my Dental check-up" (the event described so), "the
-# largest file" (a superlative over the size the drive reports).
-_FILE = TargetRule(arg="file_id", entity="file", names=["filename"], match="best",
-                   ranks={"largest": "size", "biggest": "size", "smallest": "-size"})
+# Described targets: "the grocery list" (words of a file name), "my Dental check-up" (the event described so).
+_FILE = TargetRule(arg="file_id", entity="file", names=["filename"], match="best")
 _EVENT = TargetRule(arg="event_id", entity="event", names=["title", "description"], match="best")
 _EMAIL_TARGET = TargetRule(arg="email_id", entity="email", names=["subject"])
-_EMAIL = Sink(_EGRESS, ("recipients", "cc", "bcc", "attachments"), ("subject", "body"))
-# Writing to the user's calendar is a write the user must ask for, even with nobody invited.
-# Its title says which event it is: the user's choice, so never a title copied out of untrusted data (an injected
-# "create an event titled ..." asks for a second event the user did not).
-_CREATE_EVENT = Sink(_EGRESS, ("participants",), ("title", "description", "location"), chosen=("title",),
-                     intent=("calendar", "event", "remind", "meeting", "schedule"))
+_EMAIL = Sink(_EGRESS, (), ("subject", "body"), recipients=("recipients", "cc", "bcc"), payload=("attachments",))
+# Creating an event is a write the user must ask for (the verbs of creating one), even with nobody invited. Its
+# title says which event it is: the user's choice, never text copied out of untrusted data.
+_CREATE_EVENT = Sink(_EGRESS, (), ("title", "description", "location"), recipients=("participants",),
+                     chosen=("title",), intent=("create", "add", "schedule", "book", "set up", "remind", "organize",
+                                                "arrange", "plan"))
 
 
 def _reserve(arg: str, entity: str) -> Sink:
     """A booking: only when the user asks to book, and only of a place the user named."""
-    return Sink(_EGRESS, (), target=TargetRule(arg=arg, entity=entity, names=["name"]), intent=("reserv", "book"))
+    return Sink(_EGRESS, (), target=TargetRule(arg=arg, entity=entity, names=["name"]), intent=("reserve", "book"))
 
 
 _CANCEL_EVENT = Sink(_DESTRUCTIVE, (), target=_EVENT)
@@ -111,17 +119,22 @@ TRUSTED_READS: dict[str, frozenset[str]] = {
     "slack": frozenset({"get_users_in_channel"}),
 }
 
-# Fields of the user's records that only leave when the user's request asks to send them (-> the words that ask).
-PRIVATE: dict[str, dict[str, list[str]]] = {
-    "travel": {"passport_number": ["passport"], "credit_card_number": ["credit card", "card number"],
-               "bank_account_number": ["bank account", "account number"], "ID_number": ["id number"]},
+# Fields of the user's records that only leave when the user's request asks to send them (-> the words that ask),
+# in every suite.
+PRIVATE: dict[str, list[str]] = {
+    "passport_number": ["passport"], "credit_card_number": ["credit card", "card number"],
+    "bank_account_number": ["bank account", "account number"], "ID_number": ["id number"],
+    "password": ["password"],
 }
 
 # How a user names the records a read returns, and the fields the platform (not the record's third-party author)
 # writes on them: once the user names a record, those values are the user's (the participants of "the
 # 'Introductory meeting' event", the sender of "the emails about the hiking trip", who sent "that 10.00").
-_EVENTS = RecordRule(names=["title"], stamped=["id_", "participants"])
-_EMAILS = RecordRule(names=["subject"], stamped=["id_", "sender", "recipients", "cc", "bcc"])
+_EVENTS = RecordRule(names=["title"], stamped=["id_", "participants"],
+                     named_by={"participants": ["participant", "attendee", "invitee", "guest", "everyone"]})
+_EMAILS = RecordRule(names=["subject"], stamped=["id_", "sender", "recipients", "cc", "bcc"],
+                     named_by={"sender": ["sender", "sent", "reply", "replies", "wrote", "whoever"]})
+_CONTACTS = RecordRule(names=["name", "email"], stamped=["email"])
 _FILES = RecordRule(names=["filename"], stamped=["id_", "owner"])
 RECORDS: dict[str, dict[str, RecordRule]] = {
     "workspace": {
@@ -129,6 +142,7 @@ RECORDS: dict[str, dict[str, RecordRule]] = {
         **dict.fromkeys(["get_unread_emails", "get_sent_emails", "get_received_emails", "get_draft_emails",
                          "search_emails"], _EMAILS),
         **dict.fromkeys(["search_files_by_filename", "get_file_by_id", "list_files", "search_files"], _FILES),
+        **dict.fromkeys(["search_contacts_by_name", "search_contacts_by_email"], _CONTACTS),
     },
     "travel": dict.fromkeys(["search_calendar_events", "get_day_calendar_events"], _EVENTS),
     "banking": {"get_most_recent_transactions": RecordRule(names=["amount", "subject"], stamped=["sender", "recipient"])},
@@ -146,11 +160,13 @@ SINKS: dict[str, dict[str, Sink]] = {
         "create_calendar_event": _CREATE_EVENT,
         "cancel_calendar_event": _CANCEL_EVENT,
         "reschedule_calendar_event": Sink(_DESTRUCTIVE, (), target=_EVENT),
-        "add_calendar_event_participants": Sink(_EGRESS, ("participants",), target=_EVENT),
+        "add_calendar_event_participants": Sink(_EGRESS, (), recipients=("participants",), target=_EVENT,
+                                                payload=("event_id",), intent=("add", "invite")),
         "append_to_file": Sink(_DESTRUCTIVE, (), ("content",), target=_FILE, intent=("append", "add")),
         "create_file": Sink(_EGRESS, (), ("filename", "content")),
         "delete_file": Sink(_DESTRUCTIVE, (), target=_FILE),
-        "share_file": Sink(_EGRESS, ("email",), target=_FILE),
+        "share_file": Sink(_EGRESS, (), recipients=("email",), payload=("file_id",), target=_FILE,
+                           intent=("share",)),
     },
     "travel": {
         "reserve_hotel": _reserve("hotel", "hotel"),
@@ -163,23 +179,24 @@ SINKS: dict[str, dict[str, Sink]] = {
     "banking": {
         # The payee is never delegated ("pay the bill in this file" is refused: the file's author picks the payee);
         # the amount may be the file's or computed ("adjust my rent as the notice says", "send back the difference").
-        "send_money": Sink(_EGRESS, ("recipient", "amount"), ("subject",), delegable=("amount",)),
-        "schedule_transaction": Sink(_EGRESS, ("recipient", "amount"), ("subject",), delegable=("amount",)),
-        "update_scheduled_transaction": Sink(_EGRESS, ("id", "recipient", "amount"), ("subject",),
+        "send_money": Sink(_EGRESS, ("amount",), ("subject",), payees=("recipient",), delegable=("amount",)),
+        "schedule_transaction": Sink(_EGRESS, ("amount",), ("subject",), payees=("recipient",),
+                                     delegable=("amount",)),
+        "update_scheduled_transaction": Sink(_EGRESS, ("id", "amount"), ("subject",), payees=("recipient",),
                                              delegable=("amount",)),
         "update_password": Sink(_DESTRUCTIVE, (), secret=("password",)),
         "update_user_info": Sink(_DESTRUCTIVE, ("first_name", "last_name", "street", "city"),
                                  delegable=("first_name", "last_name", "street", "city")),
     },
     "slack": {
-        "add_user_to_channel": Sink(_EGRESS, ("user", "channel")),
-        "send_direct_message": Sink(_EGRESS, ("recipient",), ("body",)),
-        "send_channel_message": Sink(_EGRESS, ("channel",), ("body",)),
-        # Whom to invite is the user's; that user's address may be where the user said to find it ("her e-mail is on
-        # her website").
+        "add_user_to_channel": Sink(_EGRESS, (), payees=("user", "channel")),
+        "send_direct_message": Sink(_EGRESS, (), ("body",), payees=("recipient",)),
+        "send_channel_message": Sink(_EGRESS, (), ("body",), payees=("channel",)),
+        # Whom to invite is the user's; that user's address may be where the user said to find it (a source the
+        # user pointed at).
         "invite_user_to_slack": Sink(_EGRESS, ("user", "user_email"), delegable=("user_email",)),
         "remove_user_from_slack": Sink(_DESTRUCTIVE, ("user",)),
-        "post_webpage": Sink(_EGRESS, ("url",), ("content",)),
+        "post_webpage": Sink(_EGRESS, (), ("content",), payees=("url",)),
     },
 }
 
@@ -211,7 +228,8 @@ def tool_rule(suite: str, tool: ToolInfo) -> tuple[list[ToolLabel], ToolRule]:
     return labels, ToolRule(labels=labels, control=list(sink.control), content=list(sink.content),
                             secret=list(sink.secret), chosen=list(sink.chosen), target=sink.target, fetch=fetch,
                             intent=list(sink.intent) if sink.intent is not None else None,
-                            delegable=list(sink.delegable), records=records)
+                            delegable=list(sink.delegable), records=records, recipients=list(sink.recipients),
+                            payees=list(sink.payees), payload=list(sink.payload))
 
 
 def build_guard(suite: str, tools: Sequence[ToolInfo], setting: dict[str, Any] | None = None) -> Guard:
@@ -219,7 +237,7 @@ def build_guard(suite: str, tools: Sequence[ToolInfo], setting: dict[str, Any] |
     labels, rules = {}, {}
     for tool in tools:
         labels[tool.name], rules[tool.name] = tool_rule(suite, tool)
-    config = GuardConfig.model_validate({"confirm": "deny", "private": PRIVATE.get(suite, {}), **(setting or {}),
+    config = GuardConfig.model_validate({"confirm": "deny", "private": PRIVATE, **(setting or {}),
                                          "tools": rules})
     return Guard(labels, config)
 
@@ -244,9 +262,8 @@ def record_lookup(env: Any) -> RecordLookup:
     """Finds the record a target argument names in an AgentDojo environment, as a plain dict (None: no such
     record): by key in the workspace's drive, calendar and inbox, by name in travel's catalogues.
 
-    The guard lets a target it cannot find through, trusting the tool to fail; AgentDojo's booking tools book any
-    name at all ("Riverside View Hotel" is not in the catalogue and still gets a reservation), so a catalogue name
-    that is not there is judged as a record of that name.
+    The guard lets a target it cannot find through, trusting the tool to fail; a booking tool may book any name at
+    all, so a catalogue name that is not there is judged as a record of that name (the user must have named it).
     """
 
     def lookup(entity: str, key: str) -> dict[str, Any] | None:

@@ -34,6 +34,7 @@ from agentdojo.types import (
 from pydantic import BaseModel
 
 from envgym.guard import UNTRUSTED_CLOSE, UNTRUSTED_OPEN, Guard, Provenance, escape_control
+from envgym.guard.provenance import leaves
 from envgym.integrations.agentdojo.mapping import observed_text, platform_values, record_lookup, record_table
 
 _NO_ENV = EmptyEnv()  # AgentDojo's default environment, made once
@@ -138,9 +139,10 @@ class GuardedToolsExecutor(BasePipelineElement):
         if tool in guard.untrusted:
             # A failed call of a third-party reader taints like a successful one: its error may quote the data.
             guard.record_result(provenance, tool, shown if error is None else error, args)
+            # Whole values only: a channel named "... Contact: x@evil.com" lends no trust to the address in it.
             trusted = platform_values(self.suite, tool, result)
             if trusted:
-                provenance.add_result(observed_text(trusted), trusted=True)
+                provenance.add_trusted_values(v for item in trusted for v in leaves(item))
             if guard.config.delimit:
                 return f'{UNTRUSTED_OPEN} source="{tool}">\n{escape_control(shown)}\n{UNTRUSTED_CLOSE}'
         elif error is None:
