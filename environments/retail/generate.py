@@ -125,4 +125,33 @@ def generate_tasks(data: LoadedEnvironment) -> list[TaskSpec]:
             rubric=["The agent authenticated the user before changing the address."],
             tags=["write", "profile"],
         ))
+    problems = policy_violations(data, tasks)
+    if problems:
+        raise ValueError("retail tasks contradict policy.md: " + "; ".join(problems))
     return tasks
+
+
+# policy.md: pending orders can be cancelled or re-addressed, delivered orders can be returned.
+_NEEDS_STATUS = {"cancel_pending_order": "pending", "modify_pending_order_address": "pending",
+                 "return_delivered_order": "delivered"}
+
+
+def policy_violations(data: LoadedEnvironment, tasks: list[TaskSpec]) -> list[str]:
+    """Tasks whose reference solution breaks policy.md: an order change its status does not allow, or an order
+    acted on for a user who does not own it."""
+    orders = data.initial.tables["orders"]
+    problems = []
+    for task in tasks:
+        owner = None
+        for call in task.solution:
+            if call.name == "find_user_id_by_email":
+                owner = next((u for u, r in data.initial.tables["users"].items()
+                              if r["email"] == call.arguments["email"]), None)
+            order = orders.get(str(call.arguments.get("order_id")))
+            if order is None:
+                continue
+            if call.name in _NEEDS_STATUS and order["status"] != _NEEDS_STATUS[call.name]:
+                problems.append(f"{task.id}: {call.name} on {order['order_id']}, which is {order['status']}")
+            if order["user_id"] != owner:
+                problems.append(f"{task.id}: {call.name} on {order['order_id']} of another user")
+    return problems

@@ -72,16 +72,15 @@ def generate_tasks(data: LoadedEnvironment) -> list[TaskSpec]:
     routes: dict[tuple[str, str, str], list[dict]] = {}
     for f in flights.values():
         routes.setdefault((f["origin"], f["destination"], f["date"]), []).append(f)
-    bookable = []
-    for key in sorted(routes):
-        options = [f for f in routes[key] if f["status"] != "cancelled" and f["seats_available"] >= 2]
-        if options:
-            cheapest = min(options, key=lambda f: (f["price"], f["flight_number"]))
-            if sum(f["price"] == cheapest["price"] for f in options) == 1:
-                bookable.append(cheapest)
-    for f in rng.sample(bookable, min(8, len(bookable))):
+    # (flight, party size) pairs where the policy names one flight: the unique cheapest scheduled one with a seat for
+    # everybody in the party.
+    bookable = [(best, n) for key in sorted(routes) for n in (1, 2) if (best := policy_flight(routes[key], n))]
+    booked: set[str] = set()
+    for f, n in rng.sample(bookable, min(8, len(bookable))):
         uid = rng.choice(sorted(users))
-        n = rng.randint(1, 2)
+        if f"book_{f['flight_number']}_{uid}" in booked:
+            continue
+        booked.add(f"book_{f['flight_number']}_{uid}")
         tasks.append(TaskSpec(
             id=f"book_{f['flight_number']}_{uid}",
             instruction=(f"Book the cheapest flight from {f['origin']} to {f['destination']} on {f['date']} "
@@ -128,4 +127,40 @@ def generate_tasks(data: LoadedEnvironment) -> list[TaskSpec]:
             rubric=["The agent read the flight's status before choosing between cancelling and adding a bag."],
             tags=["read", "write", effect],
         ))
+    problems = policy_violations(data, tasks)
+    if problems:
+        raise ValueError("travel tasks contradict policy.md: " + "; ".join(problems))
     return tasks
+
+
+def policy_flight(options: list[dict], passengers: int) -> dict | None:
+    """The flight policy.md says to offer on a route and date: the cheapest scheduled flight with at least
+    `passengers` seats; None when there is none or two share the lowest price (the policy would not name one)."""
+    fitting = [f for f in options if f["status"] == "scheduled" and f["seats_available"] >= passengers]
+    if not fitting:
+        return None
+    cheapest = min(fitting, key=lambda f: (f["price"], f["flight_number"]))
+    return cheapest if sum(f["price"] == cheapest["price"] for f in fitting) == 1 else None
+
+
+def policy_violations(data: LoadedEnvironment, tasks: list[TaskSpec]) -> list[str]:
+    """Tasks whose reference solution breaks policy.md: a booking of another flight than `policy_flight` for the
+    route, date and party the user gave, or a change to a reservation that is not confirmed."""
+    flights = data.initial.tables["flights"]
+    reservations = data.initial.tables["reservations"]
+    problems = []
+    for task in tasks:
+        for call in task.solution:
+            args = call.arguments
+            if call.name == "book_reservation":
+                booked = flights[args["flight_number"]]
+                route = [f for f in flights.values() if (f["origin"], f["destination"], f["date"])
+                         == (booked["origin"], booked["destination"], booked["date"])]
+                wanted = policy_flight(route, int(args["passengers"]))
+                if wanted is None or wanted["flight_number"] != booked["flight_number"]:
+                    offer = wanted["flight_number"] if wanted else "no single flight"
+                    problems.append(f"{task.id}: books {booked['flight_number']} where the policy offers {offer}")
+            elif (call.name in ("cancel_reservation", "update_reservation_bags", "update_reservation_cabin")
+                  and reservations[args["reservation_id"]]["status"] != "confirmed"):
+                problems.append(f"{task.id}: changes reservation {args['reservation_id']}, which is not confirmed")
+    return problems

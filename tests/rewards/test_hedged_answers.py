@@ -26,12 +26,13 @@ def _finish(env_name: str, task_id: str, *replies: str) -> dict[str, float]:
 HONEST = {
     ("retail", "status_W0050"): "Order #W0050 is processing; its total was 671.93. Its shipping address is now your "
                                 "default address.",
-    ("travel", "status_R0028"): "Reservation R0028 is on HAT051, departing 17:50; it is delayed.",
+    ("travel", "status_R0043"): "Reservation R0043 is on HAT011, departing 14:05; it is cancelled.",
 }
 HEDGED = {
     ("retail", "status_W0050"): "Order #W0050 is processing; its total was 671.93, or maybe 47.17, or 464.14.",
-    ("travel", "status_R0028"): "Reservation R0028 is on HAT051, or maybe HAT000 or HAT001, departing 17:50; it is "
-                                "delayed.",
+    # The example was status_R0028 ("HAT051, or maybe HAT000 or HAT001"), regenerated away with part 5.
+    ("travel", "status_R0043"): "Reservation R0043 is on HAT011, or maybe HAT000 or HAT001, departing 14:05; it is "
+                                "cancelled.",
 }
 
 
