@@ -65,6 +65,8 @@ def append_constraint(data: EnvironmentData, task: TaskSpec, seed: int) -> TaskS
             continue
         if len(calls) <= len(task.solution) or data.executor.tools[calls[-1].name].read_only:
             continue
+        if end.hash() == target.hash():  # the change sets a value the record already had: nothing is added
+            continue
         made = data.initial.diff(end)
         if any(change not in made for change in parent_changes):
             # The change landed on a record the task itself writes (one it creates or changes): it would undo

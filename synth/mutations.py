@@ -168,6 +168,8 @@ def signature(spec: ToolSpec) -> str:
     faults = spec.faults or ToolFaults()
     body: dict[str, Any] = {"params": params, "read": spec.read_only,
                             "faults": [faults.rate_limit is not None, faults.transient > 0]}
+    if spec.mechanism is not None:
+        body |= {"mechanism": spec.mechanism.use, "tool": spec.mechanism.role}
     if effect is not None:
         body |= {"op": effect.op, "aggregate": effect.aggregate, "group": effect.group_by is not None,
                  "filters": sorted(f.op for f in effect.filters), "sort": effect.sort_by is not None,

@@ -12,10 +12,13 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from envgym.world.mechanisms.check import fuzz, random_args
 from envgym.world.spec import Effect, ToolSpec, WorldSpec
 from envgym.world.state import Record, WorldState
 from envgym.world.tools import RETRYABLE, FaultLedger, ToolErrorKind, ToolExecutor, _arg, compare
 from envgym.world.validate import SchemaError, compile_validator
+from synth.model import DomainModel
+from synth.stages.agreement import agreement_checks
 
 MISSING_ID = "ZZ-NO-SUCH-ID-999"
 FAULT_TRIALS = 400  # at most this many valid calls to see each failure mode fire (a 0.2 share misses: < 1e-12)
@@ -84,6 +87,8 @@ def check_tool(world: WorldSpec, state: WorldState, executor: ToolExecutor, tool
         checks["schema_well_formed"] = False
         return checks
     checks["name_unique"] = sum(t.name == tool.name for t in world.tools) == 1
+    if tool.mechanism is not None:
+        return {**checks, **check_mechanism_tool(world, state, ToolExecutor(world), tool)[0]}
     effect = tool.effect
     found = witness_arguments(world, state, tool)
     checks["valid_call_succeeds"] = False
@@ -145,16 +150,80 @@ class ToolBrokeState(Exception):
     """A check changed the shared fixture (a read that writes, or a failed call that wrote anyway)."""
 
 
-def validate_tools(world: WorldSpec, state: WorldState) -> dict[str, dict[str, bool]]:
+MECHANISM_TRIES = 60  # random argument draws to find a call of a mechanism tool that goes through
+COMPOSED_CALLS = 120  # random calls over all of a world's mechanism tools, invariants checked after each
+
+
+def check_mechanism_tool(world: WorldSpec, state: WorldState, executor: ToolExecutor, tool: ToolSpec) -> tuple[
+        dict[str, bool], tuple[dict[str, Any], WorldState] | None]:
+    """Checks of a mechanism tool, and the arguments of a call that went through with the state it went through
+    on (None if none did): a valid call
+    succeeds, a read keeps the state, a write changes only the tables it declares, missing arguments and an
+    unknown id are refused and change nothing."""
+    checks = {"name_unique": sum(t.name == tool.name for t in world.tools) == 1, "valid_call_succeeds": False}
+    before = state.hash()
+    rng = random.Random(tool.name)
+    found: dict[str, Any] | None = None
+    # Calls of the mechanism's other tools build up what this one needs (a signup to withdraw, a hold to confirm)
+    # on a scratch state; the tool itself is tried on a copy of that state each time.
+    assert tool.mechanism is not None
+    siblings = [t for t in world.tools if t.mechanism is not None and t.mechanism.use == tool.mechanism.use]
+    scratch = state.copy()
+    for _ in range(MECHANISM_TRIES):
+        args = random_args(world, tool, scratch, rng)
+        fixture = scratch.copy()
+        if executor.execute(fixture, tool.name, args).ok:
+            found, pre = args, scratch
+            checks["valid_call_succeeds"] = True
+            if tool.read_only:
+                checks["read_keeps_state"] = fixture.hash() == scratch.hash()
+            else:
+                checks["write_scope"] = {c.entity for c in scratch.diff(fixture)} <= set(tool.writes or [])
+            break
+        other = rng.choice(siblings)
+        executor.execute(scratch, other.name, random_args(world, other, scratch, rng))
+    if tool.parameters.get("required"):
+        checks["missing_arguments_rejected"] = executor.execute(state, tool.name, {}).error_kind == \
+            "invalid_arguments"
+    ids = [n for n in tool.parameters.get("required", []) if n.endswith("_id")]
+    if found is not None and ids:
+        trial = pre.copy()
+        missing = executor.execute(trial, tool.name, {**found, ids[0]: MISSING_ID})
+        checks["not_found_fires"] = missing.error_kind == "not_found" and trial.hash() == pre.hash()
+    if state.hash() != before:
+        raise ToolBrokeState(tool.name)
+    return checks, (found, pre) if found is not None else None
+
+
+def validate_tools(world: WorldSpec, state: WorldState, domain: DomainModel | None = None,
+                   made: dict[str, tuple[str, str]] | None = None) -> dict[str, dict[str, bool]]:
     """tool name -> checks, for every tool of `world` on its seeded state. A tool that corrupts the shared
-    fixture fails (`fixture_kept`) and the fixture is rebuilt from a pristine copy."""
+    fixture fails (`fixture_kept`) and the fixture is rebuilt from a pristine copy. With the `domain` and each
+    tool's (entity, operator) in `made`, every valid call also runs the agreement checks (synth.stages.agreement),
+    and the world's mechanisms are run together: a broken invariant fails every mechanism tool
+    (`composed_invariants`)."""
     executor = ToolExecutor(world)
     pristine = state.copy()
     out: dict[str, dict[str, bool]] = {}
     for tool in world.tools:
         try:
-            out[tool.name] = check_tool(world, state, executor, tool)
+            if tool.mechanism is not None:
+                out[tool.name], call = check_mechanism_tool(world, state, executor, tool)
+            else:
+                out[tool.name] = check_tool(world, state, executor, tool)
+                found = witness_arguments(world, state, tool)
+                call = (found[0], state) if found is not None else None
         except ToolBrokeState:
             out[tool.name] = {"fixture_kept": False}
             state = pristine.copy()
+            continue
+        if domain is not None and made is not None and call is not None and tool.name in made:
+            entity, operator = made[tool.name]
+            out[tool.name].update(agreement_checks(world, domain, executor, call[1], tool, call[0], entity,
+                                                   operator))
+    if world.mechanisms:
+        composed = fuzz(world, COMPOSED_CALLS, seed=len(world.tools)).violation is None
+        for tool in world.tools:
+            if tool.mechanism is not None:
+                out[tool.name]["composed_invariants"] = composed
     return out

@@ -8,6 +8,7 @@ from typing import Any
 
 from envgym.world.spec import EntitySpec, FieldSpec, PolicyRules, ToolSpec, WorldSpec
 from synth.lexicon import CITIES, STREETS, WORDS, a, plural, words
+from synth.mechanize import mechanize
 from synth.model import DomainModel, EntityModel, FieldModel, ToolRecord
 
 
@@ -105,9 +106,10 @@ def domain_world(domain: DomainModel, tools: list[ToolRecord], max_steps: int) -
               f"{domain.description[1:].rstrip('.')}. You help {a(acct.label)} with their "
               f"{', '.join(words(e.plural) for e in domain.owned())} using only the tools below, and you follow "
               "the policy.")
+    mech = mechanize(domain, domain_entities(domain), set())
     return WorldSpec(
         name=domain.name, description=f"[{domain.category}] {domain.description}", seed=domain.seed,
-        entities=domain_entities(domain), tools=specs, policy=policy_text(domain, specs, rules),
+        entities=mech.entities, mechanisms=mech.uses, tools=specs, policy=policy_text(domain, specs, rules),
         system_prompt=system, max_steps=max_steps, rules=PolicyRules.model_validate(rules),
         meta={"synth": {"category": domain.category, "domain": domain.name, "parent": domain.parent,
                         "root": domain.root, "operators": domain.operators, "order": domain.order,

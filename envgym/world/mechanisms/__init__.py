@@ -72,6 +72,7 @@ def arg_schema(b: Bound, arg: Arg) -> dict[str, Any]:
 def words(b: Bound) -> dict[str, Any]:
     """What descriptions are formatted with: each role's singular words, with an article, and the parameters."""
     out: dict[str, Any] = {k: v for k, v in {**b.m.params, **b.use.params}.items()}
+    out["blocked"] = " or ".join(str(s).replace("_", " ") for s in out.get("blocked_states", []))
     for role in b.m.roles:
         w = b.word(role)
         out[role] = w

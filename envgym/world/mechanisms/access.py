@@ -60,11 +60,13 @@ ROLES = Mechanism(
                  "role": Arg("enum", "the new role", choices_param="roles")}, _grant,
                 writes=("party", "role_changes")),
         ToolDef("get_{party}_role", "The role of {a_party}.", {"@party": Arg("key", "the {party} id", "party")},
-                lambda b, s, a: {"role": (b.peek(s, "party", a["@party"]) or {}).get(b.f("party", "role"))}),
+                lambda b, s, a: {"role": b.must(s, "party", a["@party"]).get(b.f("party", "role"))}),
     ),
     invariant=_roles_invariant, prepare=_roles_prepare, owns=("party.role", "role_changes.rows"),
     flows=(("get_{party}_role", "set_{party}_role"),),
-    suits=("team", "workspace", "project", "org", "office", "company", "department", "wiki", "repository", "admin"),
+    suits=("team", "workspace", "project", "org", "office", "company", "department", "wiki", "repository",
+           "admin", "cms", "editor", "helpdesk", "domain", "hosting", "lab", "saas", "mobile", "device",
+           "security"),
 )
 
 
@@ -79,7 +81,7 @@ def _quota_invariant(b: Bound, state: State) -> str | None:
 
 def _request(b: Bound, state: State, a: dict[str, Any]) -> Any:
     party = b.get(state, "party", a["@party"])
-    b.get(state, "item", a["@item"])
+    b.usable(state, a["@item"])
     live = sum(x[b.key("party")] == a["@party"] and x["state"] == "open" for x in b.rows(state, "requests"))
     if live >= party[b.f("party", "quota")]:
         raise Refusal(f"{b.word('party')} {a['@party']} has {live} open requests, the quota")
@@ -101,6 +103,7 @@ QUOTA = Mechanism(
     roles=("party", "item"),
     fields={"party": {"quota": FieldSpec(type="integer", min=1, max=3)}},
     tables=lambda b: b.log("requests", "request_id", "RQ", {**b.refs("party", "item"), "state": FieldSpec()}),
+    params={"blocked_states": ["blocked"]},
     tools=(
         ToolDef("request_{item}", "Open a request for {a_item} for {a_party}; refused at their quota of open "
                 "requests. Returns the request id and the count.",
@@ -190,7 +193,8 @@ HANDOVER = Mechanism(
                    writes=("record", "handovers")),),
     invariant=_handover_invariant, owns=("record.party", "handovers.rows"),
     flows=(("hand_over_{record}",),),
-    suits=("ticket", "pass", "license", "seat", "vehicle", "domain", "membership", "reservation", "asset", "booking"),
+    suits=("ticket", "pass", "license", "seat", "vehicle", "domain", "membership", "reservation", "asset",
+           "booking", "concert", "rental", "access", "code", "order"),
 )
 
 MECHANISMS = (ROLES, QUOTA, OWNER_ONLY, HANDOVER)

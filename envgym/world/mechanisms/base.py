@@ -14,6 +14,7 @@ a refused call raises `Refusal` and changes nothing.
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from envgym.world.table import Record, next_key
 
 ROLES = ("party", "item", "record")
 DEFAULT_ENTITY = {"party": "parties", "item": "items", "record": "records"}
+ZERO: dict[str, Any] = {"integer": 0, "number": 0.0, "boolean": False, "list": [], "object": {}}
 ArgKind = Literal["key", "int", "number", "enum", "text", "date", "time", "bool", "lines", "address"]
 
 
@@ -148,6 +150,22 @@ class Bound:
     def peek(self, state: State, slot: str, key: Any) -> Record | None:
         return state.peek(self.ent(slot), str(key))
 
+    def must(self, state: State, slot: str, key: Any) -> Record:
+        """The record for reading; a missing one is refused as not found."""
+        found = state.peek(self.ent(slot), str(key))
+        if found is None:
+            raise Refusal(f"no {self.word(slot) if slot in ROLES else slot.rstrip('s')} with id {key}", "not_found")
+        return found
+
+    def usable(self, state: State, key: Any) -> Record:
+        """The item for writing, refused when missing or in one of the use's `blocked_states` (a delisted, closed
+        or offline item takes no new records)."""
+        item = self.get(state, "item", key)
+        if item.get(self.f("item", "status")) in (self.p("blocked_states") or []):
+            raise Refusal(f"{self.word('item')} {key} is {item[self.f('item', 'status')]}; it takes no new "
+                          f"{self.word('record') if 'record' in self.m.roles else 'requests'}")
+        return item
+
     def get(self, state: State, slot: str, key: Any) -> Record:
         """The record for writing (this state's own copy); a missing one is refused as not found."""
         table = state.table(self.ent(slot))
@@ -160,7 +178,11 @@ class Bound:
         spec = self.entities[self.ent(slot)]
         table = state.table(self.ent(slot))
         key = next_key(table, spec.prefix, spec.key_format)
-        made = {spec.key: key, **record}
+        # Fields other mechanisms added to the table start at their declared value or the type's zero, so every
+        # mechanism reads a new record the way it reads a seeded one.
+        blank = {f: copy.deepcopy(fs.value) if fs.value is not None else ZERO.get(fs.type)
+                 for f, fs in spec.fields.items()}
+        made = {**blank, spec.key: key, **record}
         table[key] = made
         return made
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from envgym.world.mechanisms import bound, install, tool_defs
 from envgym.world.mechanisms.base import Arg, Bound
-from envgym.world.spec import EntitySpec, FieldSpec, WorldSpec
+from envgym.world.spec import EntitySpec, FieldSpec, ToolSpec, WorldSpec
 from envgym.world.state import WorldState, generate_state
 from envgym.world.tools import ToolExecutor
 
@@ -63,15 +63,18 @@ def _draw(b: Bound, arg: Arg, state: WorldState, rng: random.Random) -> Any:
     return rng.choice(["alpha", "beta", "k-" + str(rng.randint(1, 4))])
 
 
-def random_call(world: WorldSpec, state: WorldState, rng: random.Random) -> tuple[str, dict[str, Any]]:
-    """A call of one of the world's mechanism tools with arguments drawn to fit its schema."""
-    tools = [t for t in world.tools if t.mechanism is not None]
-    tool = rng.choice(tools)
+def random_args(world: WorldSpec, tool: ToolSpec, state: WorldState, rng: random.Random) -> dict[str, Any]:
+    """Arguments for a mechanism tool, drawn to fit its schema (ids mostly of existing records)."""
     assert tool.mechanism is not None
     b = bound(world, next(u for u in world.mechanisms if u.id == tool.mechanism.use))
     td = next(t for t in tool_defs(b) if t.verb == tool.mechanism.role)
-    args = {b.arg_name(n): _draw(b, a, state, rng) for n, a in td.args.items() if not a.optional or rng.random() < .5}
-    return tool.name, args
+    return {b.arg_name(n): _draw(b, a, state, rng) for n, a in td.args.items() if not a.optional or rng.random() < .5}
+
+
+def random_call(world: WorldSpec, state: WorldState, rng: random.Random) -> tuple[str, dict[str, Any]]:
+    """A call of one of the world's mechanism tools with arguments drawn to fit its schema."""
+    tool = rng.choice([t for t in world.tools if t.mechanism is not None])
+    return tool.name, random_args(world, tool, state, rng)
 
 
 @dataclass

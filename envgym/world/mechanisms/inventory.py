@@ -46,7 +46,7 @@ def _cap_invariant(b: Bound, state: State) -> str | None:
 
 def _book(b: Bound, state: State, a: dict[str, Any]) -> Any:
     b.get(state, "party", a["@party"])
-    item = b.get(state, "item", a["@item"])
+    item = b.usable(state, a["@item"])
     left, qty = b.f("item", "available"), int(a["quantity"])
     if item[left] < qty:
         raise Refusal(f"{b.word('item')} {a['@item']} has only {item[left]} left; {qty} asked")
@@ -80,13 +80,13 @@ def _availability(b: Bound, state: State, a: dict[str, Any]) -> Any:
 CAPACITY = Mechanism(
     name="capacity_booking",
     rule="a booking takes its quantity from the item's capacity and a cancellation gives it back; a booking "
-         "larger than what is left is refused",
+         "larger than what is left, or of an item in a blocking state, is refused",
     roles=("party", "item", "record"),
     fields={"item": {"capacity": FieldSpec(type="integer", min=4, max=12), "available": FieldSpec(type="integer")}},
-    params={**RECORD_STATES, "max_quantity": 4},
+    params={**RECORD_STATES, "blocked_states": ["blocked"]},
     tools=(
         ToolDef("book_{item}", "Book {item} for {a_party}: takes the quantity from what is left and creates "
-                "{a_record}; refused when fewer are left. Returns the new {record} id and how many are left.",
+                "{a_record}; refused when fewer are left or the {item} is {blocked}. Returns the new {record} id and how many are left.",
                 {"@party": Arg("key", "the {party} id", role="party"), "@item": Arg("key", "the {item} id", "item"),
                  "quantity": Arg("int", "how many to book", lo=1, hi=4)}, _book, writes=("item", "record")),
         ToolDef("cancel_{record}", "Cancel {a_record} and give its quantity back to the {item}; only open ones "
@@ -99,7 +99,9 @@ CAPACITY = Mechanism(
     invariant=_cap_invariant, prepare=_cap_prepare,
     owns=("item.available", "item.capacity", "record.rows", "record.status", "record.quantity"),
     flows=(("check_{item}_availability", "book_{item}"), ("book_{item}", "cancel_{record}")),
-    suits=("booking", "session", "class", "section", "event", "tour", "slot", "visit", "room", "ticket", "course"),
+    suits=("booking", "session", "class", "section", "event", "tour", "slot", "visit", "room", "ticket",
+           "course", "tournament", "registration", "viewing", "appointment", "concert", "reservation",
+           "tutor", "rental", "zone", "watering"),
 )
 
 
@@ -145,9 +147,7 @@ def _place(b: Bound, state: State, a: dict[str, Any]) -> Any:
         want[str(line[b.key("item")])] += int(line["quantity"])
     hand = b.f("item", "on_hand")
     for key, qty in sorted(want.items()):  # every line is checked before any stock moves: all or nothing
-        item = b.peek(state, "item", key)
-        if item is None:
-            raise Refusal(f"no {b.word('item')} with id {key}", "not_found")
+        item = b.usable(state, key)
         if item[hand] < qty:
             raise Refusal(f"{b.word('item')} {key} has {item[hand]} in stock; {qty} asked; nothing was ordered")
     order_key = f"{b.one('party')}_order_id"
@@ -175,7 +175,7 @@ STOCK = Mechanism(
     rule="an order of several lines takes stock for every line or for none; a return puts every line back",
     roles=("party", "item"),
     fields={"item": {"stock_total": FieldSpec(type="integer", min=3, max=30), "on_hand": FieldSpec(type="integer")}},
-    tables=_stock_tables,
+    tables=_stock_tables, params={"blocked_states": ["blocked"]},
     tools=(
         ToolDef("order_{item}_stock", "Order several {item} lines for {a_party} at once; every line must be in "
                 "stock or nothing is ordered. Returns the order id.",
@@ -188,7 +188,9 @@ STOCK = Mechanism(
     ),
     invariant=_stock_invariant, prepare=_stock_prepare, owns=("item.on_hand", "item.stock_total", "stock_orders.rows"),
     flows=(("order_{item}_stock", "return_{party}_order"),),
-    suits=("shop", "store", "inventory", "order", "supply", "warehouse", "parts", "product", "print", "equipment"),
+    suits=("shop", "store", "inventory", "order", "supply", "warehouse", "parts", "product", "print",
+           "equipment", "pharmacy", "medication", "refill", "robot", "production", "batch", "device",
+           "phone"),
 )
 
 
@@ -215,7 +217,7 @@ def _wait_invariant(b: Bound, state: State) -> str | None:
 
 def _join(b: Bound, state: State, a: dict[str, Any]) -> Any:
     b.get(state, "party", a["@party"])
-    item = b.get(state, "item", a["@item"])
+    item = b.usable(state, a["@item"])
     rows = [s for s in b.rows(state, "signups") if s[b.key("item")] == a["@item"]]
     if any(s[b.key("party")] == a["@party"] and s["state"] != "withdrawn" for s in rows):
         raise Refusal(f"{b.word('party')} {a['@party']} is already signed up for {a['@item']}")
@@ -248,7 +250,7 @@ WAITLIST = Mechanism(
          "one waiting",
     roles=("party", "item"),
     fields={"item": {"places": FieldSpec(type="integer", min=1, max=3)}},
-    tables=_signup_tables,
+    tables=_signup_tables, params={"blocked_states": ["blocked"]},
     tools=(
         ToolDef("sign_up_for_{item}", "Sign {a_party} up for {a_item}: enrolled while places are free, else put "
                 "on the waitlist. Returns the signup id and its state.",
@@ -260,7 +262,8 @@ WAITLIST = Mechanism(
     ),
     invariant=_wait_invariant, owns=("signups.rows", "item.places"),
     flows=(("sign_up_for_{item}", "withdraw_{item}_signup"),),
-    suits=("course", "class", "section", "event", "tour", "session", "workshop", "tutor", "trip"),
+    suits=("course", "class", "section", "event", "tour", "session", "workshop", "tutor", "trip",
+           "tournament", "registration", "concert", "viewing", "property", "clinic"),
 )
 
 
@@ -275,7 +278,7 @@ def _seat_invariant(b: Bound, state: State) -> str | None:
     seat, count = b.f("record", "seat"), b.f("item", "seat_count")
     taken: set[tuple[str, int]] = set()
     for r in b.rows(state, "record"):
-        if r.get(seat) is None:
+        if not r.get(seat):  # no seat (a record made by another mechanism starts at 0)
             continue
         item = b.peek(state, "item", r[b.ref("record", "item")])
         pair = (str(r[b.ref("record", "item")]), r[seat])
@@ -317,12 +320,13 @@ SEATS = Mechanism(
         ToolDef("assign_{record}_seat", "Give {a_record} a seat number of its {item}; refused when taken.",
                 {"@record": Arg("key", "the {record} id", "record"), "seat": Arg("int", "the seat", lo=1, hi=8)},
                 _assign, writes=("record",)),
-        ToolDef("release_{record}_seat", "Free the seat of {a_record}.",
+        ToolDef("free_{record}_seat", "Free the seat of {a_record}.",
                 {"@record": Arg("key", "the {record} id", "record")}, _unassign, writes=("record",)),
     ),
     invariant=_seat_invariant, prepare=_seat_prepare, owns=("record.seat",),
-    flows=(("assign_{record}_seat", "release_{record}_seat"),),
-    suits=("flight", "event", "ticket", "show", "concert", "class", "section", "bus", "train", "cinema"),
+    flows=(("assign_{record}_seat", "free_{record}_seat"),),
+    suits=("flight", "event", "ticket", "show", "concert", "class", "section", "bus", "train", "cinema",
+           "tournament", "reservation", "course", "viewing"),
 )
 
 
@@ -357,7 +361,7 @@ def _hold_invariant(b: Bound, state: State) -> str | None:
 
 def _hold(b: Bound, state: State, a: dict[str, Any]) -> Any:
     b.get(state, "party", a["@party"])
-    item = b.get(state, "item", a["@item"])
+    item = b.usable(state, a["@item"])
     qty, field = int(a["quantity"]), b.f("item", "on_hold")
     if item[field] + qty > b.p("hold_limit"):
         raise Refusal(f"at most {b.p('hold_limit')} may be on hold for {a['@item']}; {item[field]} already are")
@@ -384,7 +388,7 @@ HOLDS = Mechanism(
          "can be settled",
     roles=("party", "item"),
     fields={"item": {"on_hold": FieldSpec(type="integer")}},
-    tables=_hold_tables, params={"hold_limit": 6},
+    tables=_hold_tables, params={"hold_limit": 6, "blocked_states": ["blocked"]},
     tools=(
         ToolDef("hold_{item}", "Put a quantity of {a_item} on hold for {a_party} (at most {hold_limit} held per "
                 "{item}). Returns the hold id.",
@@ -399,7 +403,8 @@ HOLDS = Mechanism(
     ),
     invariant=_hold_invariant, prepare=_hold_prepare, owns=("item.on_hold", "holds.rows"),
     flows=(("hold_{item}", "confirm_{item}_hold"), ("hold_{item}", "release_{item}_hold")),
-    suits=("room", "hotel", "rental", "vehicle", "table", "restaurant", "venue", "equipment", "desk"),
+    suits=("room", "hotel", "rental", "vehicle", "table", "restaurant", "venue", "equipment", "desk",
+           "listing", "property", "fleet", "concert", "domain", "site", "station"),
 )
 
 MECHANISMS = (CAPACITY, STOCK, WAITLIST, SEATS, HOLDS)

@@ -37,7 +37,7 @@ def _lines_prepare(b: Bound, state: State) -> None:
 
 def _add_line(b: Bound, state: State, a: dict[str, Any]) -> Any:
     record = b.get(state, "record", a["@record"])
-    item = b.get(state, "item", a["@item"])
+    item = b.usable(state, a["@item"])
     qty, price = int(a["quantity"]), item[b.f("item", "price")]
     line = b.insert(state, "lines", {b.key("record"): a["@record"], b.key("item"): a["@item"], "quantity": qty,
                                      "unit_price": price, "amount": money(qty * price)})
@@ -61,6 +61,7 @@ LINE_TOTALS = Mechanism(
     fields={"item": {"price": PRICE}, "record": {"subtotal": FieldSpec(type="number")}},
     tables=lambda b: b.log("lines", "line_item_id", "LI", {**b.refs("record", "item"), "quantity": FieldSpec(
         type="integer"), "unit_price": FieldSpec(type="number"), "amount": FieldSpec(type="number")}),
+    params={"blocked_states": ["blocked"]},
     tools=(
         ToolDef("add_{item}_to_{record}", "Add a line of {a_item} to {a_record} at the {item}'s price; the "
                 "{record}'s subtotal is recomputed. Returns the line id, its amount and the new subtotal.",
@@ -71,7 +72,8 @@ LINE_TOTALS = Mechanism(
     ),
     invariant=_lines_invariant, prepare=_lines_prepare, owns=("record.subtotal", "lines.rows", "item.price"),
     flows=(("add_{item}_to_{record}", "remove_{record}_line"),),
-    suits=("order", "invoice", "cart", "shop", "purchase", "quote", "print", "catering", "menu"),
+    suits=("order", "invoice", "cart", "shop", "purchase", "quote", "print", "catering", "menu",
+           "pharmacy", "refill", "repair", "maintenance", "work", "production", "shipment", "parcel"),
 )
 
 
@@ -121,7 +123,8 @@ DISCOUNT_TAX = Mechanism(
     invariant=_discount_invariant, prepare=_discount_prepare,
     owns=("record.discount_percent", "record.total", "record.base_amount"),
     flows=(("apply_{record}_discount",),),
-    suits=("order", "invoice", "booking", "subscription", "rental", "purchase", "quote", "membership"),
+    suits=("order", "invoice", "booking", "subscription", "rental", "purchase", "quote", "membership",
+           "ticket", "license", "refill"),
 )
 
 
@@ -177,7 +180,8 @@ TRANSFER = Mechanism(
     ),
     invariant=_transfer_invariant, prepare=_opening, owns=("party.balance", "transfers.rows"),
     flows=(("transfer_{party}_balance",),),
-    suits=("bank", "wallet", "account", "finance", "payment", "credit", "budget", "team", "member", "club"),
+    suits=("bank", "wallet", "account", "finance", "payment", "credit", "budget", "team", "member", "club",
+           "savings", "pot", "transfer", "customer", "captain"),
 )
 
 
@@ -230,7 +234,8 @@ LEDGER = Mechanism(
     ),
     invariant=_ledger_invariant, prepare=_ledger_prepare, owns=("party.credit", "ledger.rows"),
     flows=(("add_{party}_credit", "use_{party}_credit"),),
-    suits=("wallet", "account", "member", "prepaid", "credit", "cafeteria", "print", "laundry", "arcade"),
+    suits=("wallet", "account", "member", "prepaid", "credit", "cafeteria", "print", "laundry", "arcade",
+           "savings", "pot", "employee", "app", "campaign", "hosting"),
 )
 
 
@@ -295,7 +300,8 @@ POINTS = Mechanism(
     invariant=_points_invariant, prepare=_points_prepare,
     owns=("party.points", "record.points_awarded", "points_log.rows", "record.spend"),
     flows=(("award_{record}_points", "redeem_{party}_points"),),
-    suits=("shop", "store", "hotel", "airline", "restaurant", "cafe", "member", "loyalty", "retail", "travel"),
+    suits=("shop", "store", "hotel", "airline", "restaurant", "cafe", "member", "loyalty", "retail",
+           "travel", "concert", "fan", "pharmacy", "rental", "driver", "patient", "customer"),
 )
 
 
@@ -405,13 +411,15 @@ INSTALLMENTS = Mechanism(
     ),
     invariant=_plan_invariant, owns=("installments.rows", "record.amount_due"),
     flows=(("split_{record}_into_installments", "pay_{record}_installment"),),
-    suits=("invoice", "tuition", "order", "loan", "membership", "course", "subscription", "repair", "purchase"),
+    suits=("invoice", "tuition", "order", "loan", "membership", "course", "subscription", "repair",
+           "purchase", "savings", "license", "rental", "equity", "contract", "property"),
 )
 
 
 # ---------------------------------------------------------------- tiered_pricing
 def _tier_price(b: Bound, units: int) -> float:
-    rate = next(p for lo, p in sorted(b.p("tiers"), reverse=True) if units >= lo)
+    tiers = sorted(b.p("tiers"), reverse=True)
+    rate = next((p for lo, p in tiers if units >= lo), tiers[-1][1])
     return money(units * rate)
 
 
@@ -455,7 +463,8 @@ TIERS = Mechanism(
     ),
     invariant=_tier_invariant, prepare=_tier_prepare, owns=("record.units", "record.charge"),
     flows=(("quote_{record}_units", "change_{record}_units"),),
-    suits=("print", "storage", "data", "cloud", "license", "seat", "bulk", "wholesale", "backup", "utility"),
+    suits=("print", "storage", "data", "cloud", "license", "seat", "bulk", "wholesale", "backup",
+           "utility", "pipeline", "workstation", "saas", "hosting", "campaign"),
 )
 
 
@@ -521,7 +530,8 @@ COUPONS = Mechanism(
     ),
     invariant=_coupon_invariant, prepare=_coupon_prepare, owns=("coupons.rows", "redemptions.rows", "record.coupon"),
     flows=(("redeem_coupon_on_{record}",),),
-    suits=("shop", "order", "store", "restaurant", "delivery", "booking", "ticket", "cart", "retail"),
+    suits=("shop", "order", "store", "restaurant", "delivery", "booking", "ticket", "cart", "retail",
+           "concert", "rental", "app", "campaign", "subscription", "pharmacy", "hosting"),
 )
 
 
@@ -577,7 +587,8 @@ PAYMENTS = Mechanism(
     ),
     invariant=_pay_invariant, prepare=_pay_prepare, owns=("record.paid_so_far", "record.bill", "payments.rows"),
     flows=(("pay_{record}",),),
-    suits=("invoice", "bill", "order", "payment", "utility", "tuition", "fee", "rent", "repair"),
+    suits=("invoice", "bill", "order", "payment", "utility", "tuition", "fee", "rent", "repair", "equity",
+           "trader", "rental", "hosting", "certificate", "license", "ticket", "refill"),
 )
 
 
@@ -599,7 +610,7 @@ def _budget_invariant(b: Bound, state: State) -> str | None:
 
 def _purchase(b: Bound, state: State, a: dict[str, Any]) -> Any:
     party = b.get(state, "party", a["@party"])
-    item = b.get(state, "item", a["@item"])
+    item = b.usable(state, a["@item"])
     cost = money(int(a["quantity"]) * item[b.f("item", "unit_cost")])
     if party[b.f("party", "spent")] + cost > party[b.f("party", "budget")]:
         raise Refusal(f"{cost} would take {b.word('party')} {a['@party']} over the budget of "
@@ -626,6 +637,7 @@ BUDGET = Mechanism(
             "item": {"unit_cost": PRICE}},
     tables=lambda b: b.log("purchases", "purchase_id", "PU", {**b.refs("party", "item"), "cost": FieldSpec(
         type="number")}),
+    params={"blocked_states": ["blocked"]},
     tools=(
         ToolDef("purchase_{item}", "Buy a quantity of {a_item} for {a_party}, charged against their budget; "
                 "refused over budget. Returns the purchase id, its cost and the total spent.",
@@ -638,7 +650,8 @@ BUDGET = Mechanism(
     invariant=_budget_invariant, prepare=_budget_prepare,
     owns=("party.spent", "party.budget", "purchases.rows", "item.unit_cost"),
     flows=(("purchase_{item}", "cancel_{item}_purchase"),),
-    suits=("team", "department", "project", "grant", "office", "procurement", "lab", "school", "employee"),
+    suits=("team", "department", "project", "grant", "office", "procurement", "lab", "school", "employee",
+           "campaign", "app", "maintenance", "machine", "production", "fleet"),
 )
 
 
@@ -683,7 +696,8 @@ FX = Mechanism(
     invariant=_fx_invariant, prepare=_fx_prepare,
     owns=("record.billing_currency", "record.billed_amount", "record.price_usd"),
     flows=(("bill_{record}_in_currency",),),
-    suits=("travel", "hotel", "shipping", "import", "freight", "flight", "booking", "invoice", "tour", "export"),
+    suits=("travel", "hotel", "shipping", "import", "freight", "flight", "booking", "invoice", "tour",
+           "export", "equity", "trader", "instrument", "parcel", "shipper", "rental", "hosting"),
 )
 
 MECHANISMS = (LINE_TOTALS, DISCOUNT_TAX, TRANSFER, LEDGER, POINTS, REFUNDS, INSTALLMENTS, TIERS, COUPONS, PAYMENTS,

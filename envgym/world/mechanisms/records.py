@@ -50,8 +50,9 @@ AUDIT = Mechanism(
                  "tag": Arg("enum", "the new tag", choices_param="tags")}, _retag, writes=("record", "audit")),
         ToolDef("get_{record}_audit_trail", "The audit rows of {a_record}, oldest first.",
                 {"@record": Arg("key", "the {record} id", "record")},
-                lambda b, s, a: [{"before": r["before"], "after": r["after"]} for r in b.rows(s, "audit")
-                                 if r[b.key("record")] == a["@record"]]),
+                lambda b, s, a: b.must(s, "record", a["@record"]) and [
+                    {"before": r["before"], "after": r["after"]} for r in b.rows(s, "audit")
+                    if r[b.key("record")] == a["@record"]]),
     ),
     invariant=_audit_invariant, owns=("record.tag", "audit.rows"),
     flows=(("tag_{record}", "get_{record}_audit_trail"),),
@@ -170,7 +171,9 @@ REVIEWS = Mechanism(
     invariant=_review_invariant, prepare=_review_prepare,
     owns=("reviews.rows", "item.rating", "item.review_count"),
     flows=(("review_{record}",),),
-    suits=("restaurant", "hotel", "tutor", "course", "product", "shop", "driver", "tour", "class", "doctor"),
+    suits=("restaurant", "hotel", "tutor", "course", "product", "shop", "driver", "tour", "class",
+           "doctor", "practitioner", "app", "concert", "vehicle", "property", "listing", "session",
+           "appointment"),
 )
 
 

@@ -60,7 +60,8 @@ CASCADE_DELETE = Mechanism(
                 writes=("attachments",)),
         ToolDef("list_{record}_attachments", "The attachments of {a_record}.",
                 {"@record": Arg("key", "the {record} id", "record")},
-                lambda b, s, a: [x for x in b.rows(s, "attachments") if x[b.key("record")] == a["@record"]]),
+                lambda b, s, a: b.must(s, "record", a["@record"]) and [
+                    x for x in b.rows(s, "attachments") if x[b.key("record")] == a["@record"]]),
     ),
     invariant=_orphans, prepare=_notes_prepare, owns=("record.rows", "attachments.rows"),
     flows=(("list_{record}_attachments", "delete_{record}"), ("attach_file_to_{record}", "delete_{record}")),
@@ -115,7 +116,7 @@ CASCADE_ARCHIVE = Mechanism(
         ToolDef("unarchive_{record}", "Bring {a_record} back from the archive; not while its {item} is archived.",
                 {"@record": Arg("key", "the {record} id", "record")}, _unarchive_record, writes=("record",)),
     ),
-    invariant=_archive_invariant, prepare=_archive_prepare, owns=("item.archived", "record.archived"),
+    invariant=_archive_invariant, prepare=_archive_prepare, owns=("item.archived", "record.archived", "record.rows"),
     flows=(("archive_{item}", "unarchive_{record}"),),
 )
 
@@ -151,7 +152,8 @@ ADDRESS = Mechanism(
     name="nested_address",
     rule="an address is an object of street, city and a five-digit postcode, and only served cities are accepted",
     roles=("record",),
-    fields={"record": {"address": FieldSpec(type="object")}},
+    fields={"record": {"address": FieldSpec(type="object", value={"street": "1 Main St", "city": "Springfield",
+                                                                  "postcode": "10001"})}},
     params={"unserved": ["Farpoint", "Nowhere"]},
     tools=(ToolDef("change_{record}_address", "Replace the address of {a_record} (street, city, five-digit "
                    "postcode); cities outside the service area are refused.",
@@ -159,7 +161,8 @@ ADDRESS = Mechanism(
                    _set_address, writes=("record",)),),
     invariant=_addr_invariant, prepare=_addr_prepare, owns=("record.address",),
     flows=(("change_{record}_address",),),
-    suits=("delivery", "shipment", "order", "moving", "repair", "visit", "pickup", "install", "service", "mail"),
+    suits=("delivery", "shipment", "order", "moving", "repair", "visit", "pickup", "install", "service",
+           "mail", "parcel", "property", "tenant", "home", "homeowner", "resident"),
 )
 
 
@@ -182,7 +185,7 @@ def _links_invariant(b: Bound, state: State) -> str | None:
 
 def _link(b: Bound, state: State, a: dict[str, Any]) -> Any:
     _exists(b, state, "party", a["@party"])
-    item = b.get(state, "item", a["@item"])
+    item = b.usable(state, a["@item"])
     if any(x[b.key("party")] == a["@party"] and x[b.key("item")] == a["@item"] for x in b.rows(state, "follows")):
         raise Refusal(f"{a['@party']} already follows {a['@item']}")
     b.insert(state, "follows", {b.key("party"): a["@party"], b.key("item"): a["@item"]})
@@ -212,6 +215,7 @@ LINKS = Mechanism(
     roles=("party", "item"),
     fields={"item": {"followers": FieldSpec(type="integer")}},
     tables=lambda b: b.log("follows", "follow_id", "FO", b.refs("party", "item")),
+    params={"blocked_states": ["blocked"]},
     tools=(
         ToolDef("follow_{item}", "Make {a_party} follow {a_item} (once). Returns its follower count.",
                 {"@party": Arg("key", "the {party} id", "party"), "@item": Arg("key", "the {item} id", "item")},
@@ -276,11 +280,12 @@ TREE = Mechanism(
                  "new_parent_id": Arg("key", "the new parent {item} id", "item")}, _move, writes=("item",)),
         ToolDef("get_{item}_path", "The ids from the top of the tree down to {a_item}'s parent.",
                 {"@item": Arg("key", "the {item} id", "item")},
-                lambda b, s, a: [*reversed(_ancestors(b, s, a["@item"]))]),
+                lambda b, s, a: b.must(s, "item", a["@item"]) and [*reversed(_ancestors(b, s, a["@item"]))]),
     ),
     invariant=_tree_invariant, prepare=_tree_prepare, owns=("item.parent_id",),
     flows=(("get_{item}_path", "move_{item}"),),
-    suits=("folder", "category", "catalog", "document", "file", "org", "department", "wiki", "page", "collection"),
+    suits=("folder", "category", "catalog", "document", "file", "org", "department", "wiki", "page",
+           "collection", "cms", "article", "publication", "report", "site", "protocol", "pipeline", "app"),
 )
 
 
@@ -317,7 +322,9 @@ UNIQUE = Mechanism(
                    writes=("party",)),),
     invariant=_handle_invariant, prepare=_handle_prepare, owns=("party.handle",),
     flows=(("change_{party}_handle",),),
-    suits=("forum", "social", "community", "game", "profile", "account", "member", "player", "club", "creator"),
+    suits=("forum", "social", "community", "game", "profile", "account", "member", "player", "club",
+           "creator", "esports", "captain", "fan", "developer", "app", "editor", "webmaster", "analyst",
+           "engineer"),
 )
 
 
@@ -355,6 +362,7 @@ def _restore(b: Bound, state: State, a: dict[str, Any]) -> Any:
 
 
 def _binned(b: Bound, state: State, a: dict[str, Any]) -> Any:
+    b.must(state, "party", a["@party"])
     return sorted(str(r[b.key("record")]) for r in b.rows(state, "record")
                   if r[b.f("record", "removed")] and r[b.ref("record", "party")] == a["@party"])
 
@@ -409,13 +417,13 @@ VERSIONS = Mechanism(
     rule="an edit must name the version it read; a stale version is refused, and each edit adds a revision",
     roles=("record",),
     fields={"record": {"memo": FieldSpec(choices=["", "handle with care", "urgent"]),
-                       "version": FieldSpec(type="integer")}},
+                       "version": FieldSpec(type="integer", value=1)}},
     tables=lambda b: b.log("revisions", "revision_id", "RV", {**b.refs("record"), "before": FieldSpec(),
                                                               "after": FieldSpec()}),
     tools=(
         ToolDef("get_{record}_version", "The memo of {a_record} and the version to edit it at.",
                 {"@record": Arg("key", "the {record} id", "record")},
-                lambda b, s, a: {k: (b.peek(s, "record", a["@record"]) or {}).get(b.f("record", k))
+                lambda b, s, a: {k: b.must(s, "record", a["@record"]).get(b.f("record", k))
                                  for k in ("memo", "version")}),
         ToolDef("edit_{record}_memo", "Replace the memo of {a_record}; give the version you read (a stale one is "
                 "refused). Returns the new version.",
@@ -488,11 +496,13 @@ LOTS = Mechanism(
                 {"lot_id": Arg("key", "the lot kept", "lots"), "other_lot_id": Arg("key", "the lot merged", "lots")},
                 _merge, writes=("lots",)),
         ToolDef("list_{party}_lots", "The lots {a_party} holds.", {"@party": Arg("key", "the {party} id", "party")},
-                lambda b, s, a: [x for x in b.rows(s, "lots") if x[b.key("party")] == a["@party"]]),
+                lambda b, s, a: b.must(s, "party", a["@party"]) and [
+                    x for x in b.rows(s, "lots") if x[b.key("party")] == a["@party"]]),
     ),
     invariant=_lots_invariant, prepare=_lots_prepare, owns=("lots.rows", "item.units_issued"),
     flows=(("list_{party}_lots", "split_{item}_lot", "merge_{item}_lots"),),
-    suits=("share", "stock", "warehouse", "seed", "inventory", "batch", "harvest", "wine", "lot", "fund"),
+    suits=("share", "stock", "warehouse", "seed", "inventory", "batch", "harvest", "wine", "lot", "fund",
+           "production", "equity", "order", "trader", "medication"),
 )
 
 
@@ -538,7 +548,7 @@ ROLLUP = Mechanism(
                 writes=("record", "party")),
         ToolDef("get_{party}_total_charged", "The total charged to {a_party} over all their {record}s.",
                 {"@party": Arg("key", "the {party} id", "party")},
-                lambda b, s, a: {"total_charged": (b.peek(s, "party", a["@party"]) or {}).get(
+                lambda b, s, a: {"total_charged": b.must(s, "party", a["@party"]).get(
                     b.f("party", "total_charged"))}),
     ),
     invariant=_rollup_invariant, prepare=_rollup_prepare,

@@ -147,7 +147,7 @@ APPROVAL = Mechanism(
          "approval (never its own)",
     roles=("party", "record"),
     fields={"record": {"request_amount": FieldSpec(type="number", min=50, max=2000, decimals=2),
-                       "approval": FieldSpec(), "approved_by": FieldSpec()}},
+                       "approval": FieldSpec(value="draft"), "approved_by": FieldSpec()}},
     params={"threshold": 1000},
     tools=(
         ToolDef("submit_{record}_for_approval", "Submit {a_record}: up to {threshold} it is approved at once, above "
@@ -161,7 +161,8 @@ APPROVAL = Mechanism(
     invariant=_approval_invariant, prepare=_approval_prepare,
     owns=("record.approval", "record.approved_by", "record.request_amount"),
     flows=(("submit_{record}_for_approval", "approve_{record}"),),
-    suits=("expense", "purchase", "request", "leave", "claim", "order", "procurement", "grant", "budget"),
+    suits=("expense", "purchase", "request", "leave", "claim", "order", "procurement", "grant", "budget",
+           "contract", "review", "privacy", "maintenance", "access", "install", "publication"),
 )
 
 
@@ -179,7 +180,7 @@ def _dep_invariant(b: Bound, state: State) -> str | None:
         if r[b.f("record", "done")]:
             for dep in r[b.f("record", "depends_on")]:
                 d = b.peek(state, "record", dep)
-                if d is None or not d[b.f("record", "done")]:
+                if d is not None and not d[b.f("record", "done")]:  # a deleted dependency no longer blocks
                     return f"{key} is done before {dep}"
     return None
 
@@ -188,8 +189,8 @@ def _complete(b: Bound, state: State, a: dict[str, Any]) -> Any:
     record = b.get(state, "record", a["@record"])
     if record[b.f("record", "done")]:
         raise Refusal(f"{b.word('record')} {a['@record']} is already done")
-    waiting = [d for d in record[b.f("record", "depends_on")] if not (b.peek(state, "record", d) or {}).get(
-        b.f("record", "done"))]
+    waiting = [d for d in record[b.f("record", "depends_on")] if not (b.peek(state, "record", d) or {
+        b.f("record", "done"): True})[b.f("record", "done")]]
     if waiting:
         raise Refusal(f"{b.word('record')} {a['@record']} waits for {', '.join(waiting)} to be done first")
     record[b.f("record", "done")] = True
@@ -217,7 +218,8 @@ DEPENDENCIES = Mechanism(
     ),
     invariant=_dep_invariant, prepare=_dep_prepare, owns=("record.done", "record.depends_on"),
     flows=(("list_{record}_dependencies", "finish_{record}"),),
-    suits=("task", "project", "job", "pipeline", "build", "step", "ticket", "course", "module", "work"),
+    suits=("task", "project", "job", "pipeline", "build", "step", "ticket", "course", "module", "work",
+           "run", "production", "batch", "protocol", "lab", "publication", "cms", "article"),
 )
 
 
@@ -241,14 +243,14 @@ def _expiry_invariant(b: Bound, state: State) -> str | None:
 
 def _renew(b: Bound, state: State, a: dict[str, Any]) -> Any:
     record = b.get(state, "record", a["@record"])
-    base = max(str(record[b.f("record", "expires_on")]), b.p("today"))
+    base = max(str(record[b.f("record", "expires_on")] or b.p("today")), b.p("today"))
     record[b.f("record", "expires_on")] = _add_months(base, int(a["months"]))
     return {b.key("record"): a["@record"], "expires_on": record[b.f("record", "expires_on")]}
 
 
 def _use(b: Bound, state: State, a: dict[str, Any]) -> Any:
     record = b.get(state, "record", a["@record"])
-    until = str(record[b.f("record", "expires_on")])
+    until = str(record[b.f("record", "expires_on")] or "")
     if until < b.p("today"):
         raise Refusal(f"{b.word('record')} {a['@record']} expired on {until}; renew it first")
     made = b.insert(state, "uses", {b.key("record"): a["@record"], "on": b.p("today"), "valid_until": until})
@@ -272,7 +274,8 @@ EXPIRY = Mechanism(
     ),
     invariant=_expiry_invariant, owns=("record.expires_on", "uses.rows"),
     flows=(("renew_{record}", "use_{record}"),),
-    suits=("license", "subscription", "membership", "pass", "permit", "policy", "certificate", "warranty", "plan"),
+    suits=("license", "subscription", "membership", "pass", "permit", "policy", "certificate", "warranty",
+           "plan", "access", "code", "domain", "report"),
 )
 
 
@@ -313,7 +316,8 @@ CHECK_IN = Mechanism(
                    reaches="checked_in"),),
     invariant=_checkin_invariant, prepare=_checkin_prepare, owns=("record.checked_in", "record.visit_date"),
     flows=(("check_in_{record}",),),
-    suits=("appointment", "visit", "flight", "booking", "reservation", "event", "clinic", "hotel", "class", "tour"),
+    suits=("appointment", "visit", "flight", "booking", "reservation", "event", "clinic", "hotel", "class",
+           "tour", "viewing", "patient", "tutoring", "session", "concert", "rental"),
 )
 
 
@@ -355,7 +359,8 @@ ESCALATION = Mechanism(
                    writes=("record", "escalations")),),
     invariant=_esc_invariant, prepare=_esc_prepare, owns=("record.priority", "escalations.rows"),
     flows=(("escalate_{record}",),),
-    suits=("ticket", "support", "incident", "claim", "repair", "complaint", "issue", "request", "case", "alert"),
+    suits=("ticket", "support", "incident", "claim", "repair", "complaint", "issue", "request", "case",
+           "alert", "helpdesk", "maintenance", "privacy", "review", "robot", "mission"),
 )
 
 
@@ -411,9 +416,10 @@ LEAST_LOADED = Mechanism(
         ToolDef("unassign_{record}", "Take {a_record} off its assignee.",
                 {"@record": Arg("key", "the {record} id", "record")}, _unassign, writes=("record", "party")),
     ),
-    invariant=_assign_invariant, prepare=_assign_prepare, owns=("party.load", "record.assignee"),
+    invariant=_assign_invariant, prepare=_assign_prepare, owns=("party.load", "record.assignee", "record.rows"),
     flows=(("auto_assign_{record}", "unassign_{record}"),),
-    suits=("ticket", "support", "task", "case", "delivery", "job", "lead", "claim", "request", "repair"),
+    suits=("ticket", "support", "task", "case", "delivery", "job", "lead", "claim", "request", "repair",
+           "helpdesk", "maintenance", "mission", "robot", "review", "install", "technician", "operator"),
 )
 
 
@@ -427,6 +433,7 @@ def _sched_prepare(b: Bound, state: State) -> None:
     nxt: Counter[tuple[str, str]] = Counter()
     for r in b.each(state, "record"):  # back to back from 09:00 per item and day: no overlaps to start from
         slot = (str(r[b.ref("record", "item")]), str(r[b.f("record", "slot_date")]))
+        r[b.f("record", "slot_minutes")] = r[b.f("record", "slot_minutes")] or 30
         start = 540 + nxt[slot]
         r[b.f("record", "slot_start")] = f"{start // 60:02d}:{start % 60:02d}"
         nxt[slot] += r[b.f("record", "slot_minutes")]
@@ -434,7 +441,8 @@ def _sched_prepare(b: Bound, state: State) -> None:
 
 def _overlaps(b: Bound, state: State, key: str, item: str, date: str, start: int, length: int) -> str | None:
     for k, r in state.table(b.ent("record")).peek_items():  # type: ignore[attr-defined]
-        if k == key or str(r[b.ref("record", "item")]) != item or r[b.f("record", "slot_date")] != date:
+        if k == key or str(r[b.ref("record", "item")]) != item or r[b.f("record", "slot_date")] != date or \
+                r[b.f("record", "slot_start")] is None:
             continue
         s = _minutes(r[b.f("record", "slot_start")])
         if start < s + r[b.f("record", "slot_minutes")] and s < start + length:
@@ -444,6 +452,8 @@ def _overlaps(b: Bound, state: State, key: str, item: str, date: str, start: int
 
 def _sched_invariant(b: Bound, state: State) -> str | None:
     for k, r in state.table(b.ent("record")).peek_items():  # type: ignore[attr-defined]
+        if r[b.f("record", "slot_start")] is None:  # a record made since, not scheduled yet
+            continue
         other = _overlaps(b, state, k, str(r[b.ref("record", "item")]), r[b.f("record", "slot_date")],
                           _minutes(r[b.f("record", "slot_start")]), r[b.f("record", "slot_minutes")])
         if other is not None:
@@ -456,6 +466,7 @@ def _reschedule(b: Bound, state: State, a: dict[str, Any]) -> Any:
     start = _minutes(a["start_time"])
     if not 420 <= start <= 1200:
         raise Refusal("slots start between 07:00 and 20:00")
+    record[b.f("record", "slot_minutes")] = record[b.f("record", "slot_minutes")] or 30
     clash = _overlaps(b, state, a["@record"], str(record[b.ref("record", "item")]), a["date"], start,
                       record[b.f("record", "slot_minutes")])
     if clash is not None:
@@ -477,7 +488,8 @@ SCHEDULE = Mechanism(
     invariant=_sched_invariant, prepare=_sched_prepare,
     owns=("record.slot_date", "record.slot_start", "record.slot_minutes"),
     flows=(("reschedule_{record}",),),
-    suits=("appointment", "session", "lesson", "meeting", "room", "court", "class", "visit", "studio", "clinic"),
+    suits=("appointment", "session", "lesson", "meeting", "room", "court", "class", "visit", "studio",
+           "clinic", "viewing", "tutor", "watering", "schedule", "climate", "run", "mission"),
 )
 
 
@@ -521,13 +533,14 @@ HOURS = Mechanism(
                 "hours.", {"@record": Arg("key", "the {record} id", "record"), "time": Arg("time", "arrival time")},
                 _set_arrival, writes=("record",)),
         ToolDef("get_{item}_hours", "The opening hours of {a_item}.", {"@item": Arg("key", "the {item} id", "item")},
-                lambda b, s, a: {k: (b.peek(s, "item", a["@item"]) or {}).get(b.f("item", k))
+                lambda b, s, a: {k: b.must(s, "item", a["@item"]).get(b.f("item", k))
                                  for k in ("opens_at", "closes_at")}),
     ),
     invariant=_hours_invariant, prepare=_hours_prepare,
     owns=("record.arrival_time", "item.opens_at", "item.closes_at"),
     flows=(("get_{item}_hours", "set_{record}_arrival_time"),),
-    suits=("store", "clinic", "restaurant", "pickup", "venue", "library", "gym", "museum", "office", "depot"),
+    suits=("store", "clinic", "restaurant", "pickup", "venue", "library", "gym", "museum", "office",
+           "depot", "pharmacy", "parcel", "viewing", "station", "practitioner"),
 )
 
 
@@ -546,7 +559,9 @@ def _cutoff_invariant(b: Bound, state: State) -> str | None:
 
 def _change_note(b: Bound, state: State, a: dict[str, Any]) -> Any:
     record = b.get(state, "record", a["@record"])
-    date = str(record[b.f("record", "service_date")])
+    date = str(record[b.f("record", "service_date")] or "")
+    if not date:
+        raise Refusal(f"{b.word('record')} {a['@record']} has no service date yet")
     if _days(date) - _days(b.p("today")) < b.p("cutoff_days"):
         raise Refusal(f"{b.word('record')} {a['@record']} is on {date}; changes close {b.p('cutoff_days')} days "
                       f"before (today is {b.p('today')})")
@@ -569,7 +584,8 @@ CUTOFF = Mechanism(
                    _change_note, writes=("record", "changes")),),
     invariant=_cutoff_invariant, owns=("record.service_date", "record.instructions", "changes.rows"),
     flows=(("change_{record}_instructions",),),
-    suits=("delivery", "order", "catering", "shipment", "cleaning", "booking", "event", "service", "moving"),
+    suits=("delivery", "order", "catering", "shipment", "cleaning", "booking", "event", "service",
+           "moving", "parcel", "refill", "pharmacy", "install", "rental", "watering", "reservation"),
 )
 
 MECHANISMS = (STATE_MACHINE, APPROVAL, DEPENDENCIES, EXPIRY, CHECK_IN, ESCALATION, LEAST_LOADED, SCHEDULE, HOURS,
