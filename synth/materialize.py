@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from envgym.world.files import dump_tasks, dump_world
+from envgym.world.inputs import refuse_code
 from envgym.world.spec import TaskSpec, WorldSpec
 from synth.model import DomainModel, ToolRecord
 from synth.stages.worlds import domain_world
@@ -24,6 +25,7 @@ def _readme(world: WorldSpec, domain: DomainModel, tasks: list[TaskSpec]) -> str
 def write_env(out: Path, domain: DomainModel, tools: list[ToolRecord], tasks: list[TaskSpec], max_steps: int) -> None:
     """Write one environment folder."""
     world = domain_world(domain, tools, max_steps)
+    refuse_code(world, f"synthesized world {domain.name}")
     folder = out / domain.name
     folder.mkdir(parents=True, exist_ok=True)
     dump_world(world.model_copy(update={"policy": ""}), folder / "world.yaml")

@@ -303,5 +303,6 @@ def _tool(spec: ToolSpec, m: ToolMapping, keys: dict[str, str]) -> ToolSpec:
         effect["filters"] = [Filter(field=a, arg=a).model_dump() for a in props if a != query]
     if m.op == "search" and "query_arg" not in effect:
         effect["op"] = "list"
-    return spec.model_copy(update={"effect": Effect.model_validate(effect), "labels": m.labels,
+    # "python": None: model_copy skips validation, and a harvested spec must never keep a code reference.
+    return spec.model_copy(update={"effect": Effect.model_validate(effect), "python": None, "labels": m.labels,
                                    "source": {**(spec.source or {}), "mapped": m.op}})

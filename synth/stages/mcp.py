@@ -20,6 +20,7 @@ from typing import Any
 
 from envgym.loader import EnvironmentData, build_environment
 from envgym.world.files import dump_tasks, dump_world
+from envgym.world.inputs import INPUT_LIMITS, loads_bounded, read_bounded, refuse_code
 from envgym.world.spec import Answer, AnswerType, FieldSpec, TaskSpec, ToolSpec, WorldSpec
 from synth.lexicon import words
 from synth.mcp_worlds import ToolMapping, map_server, mcp_world
@@ -28,17 +29,28 @@ from synth.seeds import canonical_json, content_id, item_rng, item_seed
 from synth.segments import Unfit
 from synth.stages.tasks import GREETINGS, solve
 from synth.stages.verify import rejected_by, verify_tasks
-from synth.store import StageStore, read_jsonl
+from synth.store import StageStore
 
 
 def read_harvest(path: str | Path) -> list[ToolSpec]:
-    """Tool specs from a harvest file (`envgym synth harvest-mcp --out`); errors name the file and line."""
+    """Tool specs from a harvest file (`envgym synth harvest-mcp --out`); errors name the file and line.
+
+    A harvest file is data: its size, lines and nesting are bounded (`envgym.world.inputs`), and a spec naming
+    Python code (`python: module:function`) is refused, since building its world would import that module."""
     specs = []
-    for i, record in enumerate(read_jsonl(Path(path)), start=1):
+    lines = [line for line in read_bounded(Path(path)).split("\n") if line.strip()]
+    if len(lines) > INPUT_LIMITS.max_lines:
+        raise ValueError(f"{path}: {len(lines)} lines; a harvest file holds at most {INPUT_LIMITS.max_lines} tools")
+    for i, line in enumerate(lines, start=1):
         try:
-            specs.append(ToolSpec.model_validate(record["spec"]))
-        except (KeyError, ValueError) as exc:
+            record = loads_bounded(line, f"{path}: line {i}")
+            spec = ToolSpec.model_validate(record["spec"])
+        except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}: line {i} is not a harvested tool spec: {exc}") from None
+        if spec.python is not None:
+            raise ValueError(f"{path}: line {i}: tool {spec.name!r} names Python code ({spec.python!r}); a harvested "
+                             "tool is data and may not")
+        specs.append(spec)
     if not specs:
         raise ValueError(f"{path}: no harvested tools")
     return specs
@@ -181,6 +193,7 @@ def unit_server(server: str, specs: list[ToolSpec], seed: int, tasks_per_env: in
     # The stage file stores the world as canonical JSON (sorted keys), and field order decides the seeded values:
     # solve the tasks on the world exactly as it is stored and written, or their answers are another world's.
     world = WorldSpec.model_validate(json.loads(canonical_json(world.model_dump(mode="json", exclude_defaults=True))))
+    refuse_code(world, f"MCP world {name}")
     data = build_environment(world, [])
     tasks: dict[str, TaskSpec] = {}
     for i in range(tasks_per_env * 3):
@@ -244,6 +257,7 @@ def run_mcp(specs: Sequence[ToolSpec], out: str | Path, seed: int = 1, tasks_per
         kept = [TaskSpec.model_validate(t["task"]) for t in row["tasks"] if t["keep"]]
         if kept and "world" in row:
             world = WorldSpec.model_validate(row["world"])
+            refuse_code(world, f"MCP world {row['env']}")
             folder = out / row["env"]
             folder.mkdir(parents=True, exist_ok=True)
             dump_world(world.model_copy(update={"policy": ""}), folder / "world.yaml")
