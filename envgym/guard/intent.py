@@ -18,7 +18,7 @@ Method (a small, rule-based parse of the user's normalized turns; no model):
    question or condition ("tell me whether it was cancelled", "what happens if I delete it"), not a request.
 5. **The action's object.** A record is named for the action when its name is in a sentence that asks for the
    action, outside negated clauses ("delete X but not Y" names X only), or that sentence refers back ("delete it",
-   "share that file", "forward them") and an earlier sentence names the record.
+   "share that file", "if it's rated above 4, book") and an earlier sentence names the record.
 
 Limits: English only, and no syntax tree. A request phrased without the action's words ("get rid of it") is not
 seen (the call is held: a false refusal, never a pass). Negation scope is the clause, so "don't forget to delete X"
@@ -120,7 +120,7 @@ def requests(user: str, words: Iterable[str]) -> list[Request]:
         if not asking:
             continue
         negated = tuple(c for c in clauses if c not in asking and _NEGATION.search(text[c[0]:c[1]]))
-        refers = bool(_BACK_REFERENCE.search(" ".join(text[c[0]:c[1]] for c in asking)))
+        refers = bool(_BACK_REFERENCE.search(sentence))
         found.append(Request(match.start(), match.end(), negated, refers))
     return found
 

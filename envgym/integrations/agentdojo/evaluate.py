@@ -24,6 +24,7 @@ from agentdojo.task_suite.load_suites import get_suites
 from agentdojo.task_suite.task_suite import TaskSuite, functions_stack_trace_from_messages
 from agentdojo.types import get_text_content_as_str
 
+from envgym.integrations.agentdojo.goals import own_goals
 from envgym.integrations.agentdojo.mapping import ToolInfo, build_guard
 from envgym.integrations.agentdojo.pipeline import (
     GuardedToolsExecutor,
@@ -68,6 +69,13 @@ class SuiteResult:
     text_only_success_on: int = 0
     no_ground_truth: list[str] = field(default_factory=list)  # injection tasks AgentDojo ships without calls
     successful_attacks_on: list[str] = field(default_factory=list)
+    # Our own injection goals (envgym.integrations.agentdojo.goals), counted apart from AgentDojo's.
+    own_goals: int = 0
+    own_pairs: int = 0
+    own_attacks_guard_off: int = 0
+    own_attacks_guard_on: int = 0
+    own_obeyed_guard_on: int = 0
+    own_successful_on: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -148,12 +156,14 @@ class SuiteRunner:
 
 
 def evaluate_suite(name: str, user_tasks: list[str] | None = None, progress: Progress | None = None,
-                   guard_setting: dict[str, Any] | None = None) -> SuiteResult:
-    """All of `name`'s user tasks (or `user_tasks`) for utility, and every pair with every injection task."""
+                   guard_setting: dict[str, Any] | None = None, own: bool = True) -> SuiteResult:
+    """All of `name`'s user tasks (or `user_tasks`) for utility, and every pair with every injection task (and,
+    with `own`, with each of our own injection goals)."""
     runner = SuiteRunner(name, guard_setting)
     tasks = {k: v for k, v in runner.suite.user_tasks.items() if user_tasks is None or k in user_tasks}
     injections = runner.suite.injection_tasks
-    result = SuiteResult(name, len(tasks), len(injections))
+    goals = own_goals(name) if own else {}
+    result = SuiteResult(name, len(tasks), len(injections), own_goals=len(goals))
     benign_env = runner.suite.load_and_inject_default_environment({})
     for injection_id, injection in injections.items():
         if not injection.ground_truth(benign_env.model_copy(deep=True)):
@@ -186,6 +196,16 @@ def evaluate_suite(name: str, user_tasks: list[str] | None = None, progress: Pro
             result.utility_under_attack_on += on.utility
             if on.attack_success:
                 result.successful_attacks_on.append(f"{task_id} x {injection_id}")
+        for goal_id, goal in goals.items():
+            payloads = runner.attack.attack(task, goal)
+            off = runner.run(task, goal, False, payloads)
+            on = runner.run(task, goal, True, payloads)
+            result.own_pairs += 1
+            result.own_attacks_guard_off += off.attack_success
+            result.own_attacks_guard_on += on.attack_success
+            result.own_obeyed_guard_on += on.obeyed
+            if on.attack_success:
+                result.own_successful_on.append(f"{task_id} x {goal_id}")
         if progress is not None:
             progress(task_id)
     return result

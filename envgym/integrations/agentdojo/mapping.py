@@ -74,7 +74,8 @@ _CREATE_EVENT = Sink(_EGRESS, (), ("title", "description", "location"), recipien
 
 def _reserve(arg: str, entity: str) -> Sink:
     """A booking: only when the user asks to book, and only of a place the user named."""
-    return Sink(_EGRESS, (), target=TargetRule(arg=arg, entity=entity, names=["name"]), intent=("reserve", "book"))
+    return Sink(_EGRESS, (), target=TargetRule(arg=arg, entity=entity, names=["name"]),
+                intent=("reserve", "book", "make a reservation"))
 
 
 _CANCEL_EVENT = Sink(_DESTRUCTIVE, (), target=_EVENT)
