@@ -32,6 +32,8 @@ def resolve(workspace: str, path: str, *, what: str = "path") -> str:
     """
     if not path:
         raise InvalidRequestError(f"{what}: expected a non-empty path relative to the workspace")
+    if "\x00" in path:  # os.path and open() raise ValueError on NUL: a 500 before this check
+        raise InvalidRequestError(f"{what}: {path!r} contains a NUL character")
     if os.path.isabs(path):
         raise InvalidRequestError(f"{what}: {path!r} is absolute; paths are relative to the workspace")
     root = os.path.realpath(workspace)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Protocol
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from envgym.sandbox.errors import (
     HeadersTooLargeError,
@@ -93,11 +93,25 @@ def parse_head(data: bytes, limits: ServerLimits) -> RequestHead:
                 raise InvalidRequestError(f"{name}: the header is repeated")
             value = f"{headers[key]}, {value}"
         headers[key] = value
-    split = urlsplit(target)
+    path, query_text = _origin_form(target)
     connection = headers.get("connection", "").lower()
     keep_alive = "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
-    query = {k: v[-1] for k, v in parse_qs(split.query).items()} if split.query else {}
-    return RequestHead(method, split.path, query, headers, keep_alive)
+    query = {k: v[-1] for k, v in parse_qs(query_text).items()} if query_text else {}
+    return RequestHead(method, path, query, headers, keep_alive)
+
+
+def _origin_form(target: str) -> tuple[str, str]:
+    """(path, query) of an origin-form request target (RFC 9112 3.2.1), refusing anything else.
+
+    Not `urlsplit`: it reads `//evil/v1/health` as a host and the path `/v1/health`, and silently drops tab, CR and
+    LF, so `/v1/he\talth` was routed as `/v1/health`. A proxy in front would have routed them otherwise."""
+    if not target.startswith("/") or target.startswith("//"):
+        raise InvalidRequestError(f"request target {target[:80]!r}: expected an absolute path such as /v1/health")
+    if any(c <= " " or c == "\x7f" or c == "#" for c in target):
+        raise InvalidRequestError(f"request target {target[:80]!r}: whitespace, control characters and '#' are "
+                                  "not allowed (percent-encode them)")
+    path, _, query = target.partition("?")
+    return path, query
 
 
 def body_length(head: RequestHead, limits: ServerLimits) -> int:

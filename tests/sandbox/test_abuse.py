@@ -22,6 +22,7 @@ from envgym.sandbox import get_backend
 from envgym.sandbox.errors import SandboxError
 from envgym.sandbox.local import state_dir
 from envgym.sandbox.spec import SandboxSpec
+from tests.sandbox.test_http_limits import LIMITS, TOKEN, Address, read_until_closed, statuses
 
 _SPEC = SandboxSpec(ttl_s=120, idle_s=60, timeout_s=30)
 
@@ -184,3 +185,65 @@ def _gone(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] == b"Z"
     except OSError:
         return True
+
+
+# -- finding 4: request targets, NUL paths, token files --------------------------------------------------------------
+
+
+@pytest.fixture
+def address(tmp_path: Path) -> Iterator[Address]:
+    from envgym.sandbox.process import ExecDefaults
+    from envgym.sandbox.server import make_http_server, serve_until_stopped
+    from envgym.sandbox.service import SandboxService
+
+    service = SandboxService("t", ExecDefaults(str(tmp_path), timeout_s=10))
+    http = make_http_server(service, token=TOKEN, port=0, limits=LIMITS)
+    thread = threading.Thread(target=serve_until_stopped, args=(service, http), daemon=True)
+    thread.start()
+    yield Address("127.0.0.1", http.server_address[1])
+    service.stopped.set()
+    thread.join(10)
+
+
+@pytest.mark.parametrize("target", ["//evil/v1/health", "/v1/he\talth", "/v1/he\ralth", "http://evil/v1/health"],
+                         ids=["double slash", "tab", "CR", "absolute form"])
+def test_a_request_target_that_is_not_a_plain_path_is_refused(address: Address, target: str) -> None:
+    sock = address.connect()
+    sock.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode("latin-1"))
+    assert statuses(read_until_closed(sock)) in ([400], [404])
+
+
+def test_a_nul_in_a_file_api_path_is_a_400(address: Address) -> None:
+    sock = address.connect()
+    sock.sendall(f"GET /v1/files?path=a%00b HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode())
+    answer = read_until_closed(sock)
+    assert statuses(answer) == [400] and b"NUL" in answer
+
+
+def test_a_sandbox_server_answers_a_non_ascii_bearer_token_with_401(address: Address) -> None:
+    sock = address.connect()
+    sock.sendall("GET /v1/files?path=a HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer éé\r\n\r\n".encode())
+    assert statuses(read_until_closed(sock)) == [401]
+
+
+def test_a_token_file_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    from envgym.sandbox.tokens import TokenFileError, read_token_file
+
+    real = tmp_path / "real"
+    real.write_text("s3cret")
+    real.chmod(0o600)
+    (tmp_path / "link").symlink_to(real)
+    with pytest.raises(TokenFileError, match="symbolic link"):
+        read_token_file(str(tmp_path / "link"))
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="a file owned by another user needs root (chown)")
+def test_a_token_file_owned_by_another_user_is_refused(tmp_path: Path) -> None:
+    from envgym.sandbox.tokens import TokenFileError, read_token_file
+
+    path = tmp_path / "token"
+    path.write_text("planted")
+    path.chmod(0o600)
+    os.chown(path, 65534, 65534)
+    with pytest.raises(TokenFileError, match="owned by uid 65534"):
+        read_token_file(str(path))
