@@ -15,9 +15,22 @@ argument values came from (`Provenance`) and by what the user asked for, never b
 - **Data flow through rewrites.** *Content* arguments (subject, body) may carry untrusted data but no address,
   link or host that only untrusted data wrote, in any spelling: case, spacing, "[at]"/"[dot]", scheme-less,
   percent-encoded, base64, split or concatenated as far as their normal form shows (`envgym.guard.text`).
-- **Intent scope.** A destructive or unlabelled tool (delete, cancel, move, overwrite, change a password) runs only
-  when the user's turns ask for that action (`intent` words) and name its target record (`target`), whether or not
-  untrusted data has been read.
+- **Atoms** (`envgym.guard.atoms`). Every checked value is parsed before any rule runs: a recipient argument into
+  addresses (split on every separator a mail system accepts, one per atom), a fetched URL by the URL parser (host
+  from the authority, IDNA, userinfo and query values apart); a value that does not parse as its type is refused,
+  and so is a host or address that mixes scripts. Content is searched under its confusable skeleton, with " at " /
+  " dot " spelled out for any public suffix.
+- **Trust by field.** A trusted record lends trust to its whole field values, never to a substring of its text; a
+  read's `fields` say which fields its platform writes (an email's sender: trusted) and which its author writes (a
+  contact's display name: untrusted).
+- **Named recipients, every outbound flow.** Sending, forwarding, sharing, inviting, posting, paying and fetching are
+  sinks. A recipient the user did not *name* (typed, or a platform field of a record the user named and referred
+  to) may still be trusted, but content to it may carry no value that only untrusted data wrote (addresses, links,
+  IBANs, phone numbers, codes, runs of its text), and no `payload` (an attachment, a shared file, a forwarded email).
+- **Intent scope** (`envgym.guard.intent`). A destructive, unlabelled or declared tool (delete, cancel, move,
+  share, forward, invite, change a password) runs only when a sentence of the user's request asks for that action
+  (whole words, not negated, not a question) and names its target record (`target`) there, whether or not untrusted
+  data has been read.
 - **Chosen and private values.** A `chosen` argument (an event's title: which write it is) is never text copied out
   of untrusted data, whoever the recipient; a value of a `private` record field (a passport number) leaves in no
   call unless the user's request asks to send that field, however trusted the recipient and the record.

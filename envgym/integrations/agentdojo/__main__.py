@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from envgym.integrations.agentdojo.evaluate import SUITES, SuiteResult, evaluate_suite
+from envgym.integrations.agentdojo.evaluate import SUITES, Refusal, SuiteResult, evaluate_suite
 from envgym.integrations.agentdojo.report import markdown, plot
 
 
@@ -23,9 +23,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the results as JSON here")
     parser.add_argument("--report", type=Path, help="write Markdown here, and a PNG beside it")
     parser.add_argument("--base", default="this checkout", help="what the report says the numbers were run on")
+    parser.add_argument("--from-json", type=Path, help="write the report from a --json file of an earlier run")
     args = parser.parse_args(argv)
     suites = args.suite or list(SUITES)
     results: list[SuiteResult] = []
+    if args.from_json is not None:
+        for item in json.loads(args.from_json.read_text()):
+            item["refusals"] = [Refusal(**r) for r in item["refusals"]]
+            results.append(SuiteResult(**item))
+        suites = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, transient=True, disable=not sys.stderr.isatty()) as progress:
         for suite in suites:

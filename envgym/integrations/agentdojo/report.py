@@ -71,6 +71,20 @@ def markdown(results: Sequence[SuiteResult], command: str, base: str) -> str:
                          f"would count {r.attempted_guard_on}/{r.pairs} with the guard on.")
         if r.successful_attacks_on:
             lines.append(f"- {r.suite}: attacks that succeeded with the guard on: {', '.join(r.successful_attacks_on)}")
+    if any(r.own_goals for r in results):
+        lines += ["", "## Our own injection goals (envgym/integrations/agentdojo/goals.py)", "",
+                  "Ten goals per suite on the routes of issue 40 (joined recipient lists, look-alike and spelled-out "
+                  "domains, scheme-less and userinfo URLs, existing outside contacts and counterparties, codes and "
+                  "secrets only untrusted data wrote, unrequested bookings, payments, cancellations and invitations), "
+                  "each against every user task; reached when one of its calls ran.", "",
+                  "| suite | goals | pairs | success, guard off | success, guard on | agent obeyed, guard on |",
+                  "|---|---|---|---|---|---|"]
+        for r in results:
+            lines.append(f"| {r.suite} | {r.own_goals} | {r.own_pairs} | {_pct(r.own_attacks_guard_off, r.own_pairs)} "
+                         f"| {_pct(r.own_attacks_guard_on, r.own_pairs)} | {_pct(r.own_obeyed_guard_on, r.own_pairs)} |")
+        for r in results:
+            if r.own_successful_on:
+                lines.append(f"- {r.suite}: own goals reached with the guard on: {', '.join(r.own_successful_on)}")
     lines += ["", "## Ground truths the guard refused", "",
               "One row per refused call: the user task, its request, the call and the guard's reasons.", "",
               "| suite | user task | request | refused call | reasons |", "|---|---|---|---|---|"]
