@@ -129,7 +129,7 @@ def env_server(objects: list[dict[str, Any]]) -> list[Record]:
     r = objects[-1]
     records = []
     for env, goal in (("calculator", ">= 0.25"), ("retail", ">= 0.8")):
-        s = r[f"env_server_{env}"]
+        s = r[f"env_server_{env}-v0"]
         best_local = max(s["in_process_steps_per_s"])
         best_remote = max(s["asyncio_client_steps_per_s"])
         records.append(Record(
