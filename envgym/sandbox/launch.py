@@ -38,6 +38,27 @@ def load_listen() -> types.ModuleType:
     return module
 
 
+_PR_SET_DUMPABLE = 4
+
+
+def make_undumpable() -> bool:
+    """Mark this process non-dumpable (prctl PR_SET_DUMPABLE 0); returns whether the kernel took it.
+
+    Commands in a sandbox run as the server's own user, and a same-user process may read another's
+    /proc/<pid>/mem (the token, every answer) or ptrace it. A non-dumpable process's /proc files belong to root and
+    ptrace needs CAP_SYS_PTRACE, which sandboxes drop. Commands get the flag back at execve, so they are unaffected.
+    Linux only; elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
 def bare_package() -> None:
     """Make `import envgym.<sub>` work without executing envgym/__init__.py (a no-op if envgym is loaded)."""
     if "envgym" in sys.modules:
@@ -52,6 +73,7 @@ def bare_package() -> None:
 
 
 if __name__ == "__main__":
+    make_undumpable()  # first: before the token is read or any answer is made
     listen = load_listen()
     args = listen.parse_args(sys.argv[1:])
     listening = listen.listening_socket(args.socket, args.host, args.port or 0)

@@ -247,3 +247,36 @@ def test_a_token_file_owned_by_another_user_is_refused(tmp_path: Path) -> None:
     os.chown(path, 65534, 65534)
     with pytest.raises(TokenFileError, match="owned by uid 65534"):
         read_token_file(str(path))
+
+
+# -- finding 4: the in-sandbox server's memory ------------------------------------------------------------------------
+
+_READ_SERVER_MEMORY = r"""
+import os, sys
+def argv(pid):
+    return open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+# The server: python running launch.py (docker-init, pid 1, carries it in its arguments too).
+server = next(p for p in os.listdir("/proc") if p.isdigit()
+              and argv(p)[0].startswith(b"python") and any(a.endswith(b"launch.py") for a in argv(p)))
+for what in ("mem", "environ"):
+    try:
+        with open(f"/proc/{server}/{what}", "rb") as fh:
+            fh.read(1)
+        print(what, "readable")
+    except OSError as exc:
+        print(what, "refused", exc.errno)
+"""
+
+
+@pytest.mark.docker
+def test_code_in_a_docker_sandbox_cannot_read_the_servers_memory() -> None:
+    docker = pytest.importorskip("docker")
+    from envgym.sandbox.docker import docker_available
+    from envgym.sandbox.image import ensure_image
+
+    if not docker_available():
+        pytest.skip("no Docker engine on this machine (scripts/ci_docker.sh starts one)")
+    ensure_image(docker.from_env(), quiet=True)
+    with get_backend("docker").create(SandboxSpec(memory_mb=128, pids=64, ttl_s=120, timeout_s=30)) as box:
+        result = box.exec(["python3", "-c", _READ_SERVER_MEMORY])
+    assert result.stdout.split("\n")[:2] == ["mem refused 13", "environ refused 13"], result.stdout + result.stderr
