@@ -111,14 +111,14 @@ def main() -> None:
 
 def _guard_v3_sections(data: EnvironmentData) -> list[str]:
     """Markdown for the routes of issue 40, the benign look-alikes and the adaptive attacker."""
-    here = Path(data.directory)
+    here = Path(find_env_dir("workspace"))
     routes = yaml.safe_load((here / "guard_routes.yaml").read_text())
     lines = ["", "## Routes of issue 40 (scripted; the attacker's last call)", "",
              "| route | class | deny | user |", "|---|---|---|---|"]
     for item, script in zip(routes, load_scripts(routes), strict=True):
         cells = []
         for mode in ("deny", "user"):
-            ran = judge_script(data, script, mode).verdicts[-1][1]  # type: ignore[arg-type]
+            ran = judge_script(data, script, mode).verdicts[-1][1]
             cells.append("**ran**" if ran else "held")
         lines.append(f"| {script.id} | {item['class']} | " + " | ".join(cells) + " |")
     benign = load_scripts(yaml.safe_load((here / "guard_benign.yaml").read_text()), play_goal=True)

@@ -24,7 +24,7 @@ ATTACKER_IBAN = "US133000000121212121212"
 Calls = Callable[[Any], list[tuple[str, dict[str, Any]]]]
 
 
-class TraceGoal(BaseInjectionTask):  # type: ignore[type-arg]
+class TraceGoal(BaseInjectionTask):
     """An injection goal reached when one of its calls ran (the ground truth's calls are all decisive)."""
 
     def __init__(self, goal_id: str, goal: str, calls: Calls) -> None:
@@ -200,7 +200,7 @@ def _slack() -> list[TraceGoal]:
     ]
 
 
-def own_goals(suite: str) -> dict[str, BaseInjectionTask]:  # type: ignore[type-arg]
+def own_goals(suite: str) -> dict[str, BaseInjectionTask]:
     """Our injection goals for `suite`, by id."""
     goals = {"workspace": _workspace, "travel": _travel, "banking": _banking, "slack": _slack}[suite]()
     return {g.ID: g for g in goals}
