@@ -66,8 +66,22 @@ def register_dir(root: str | Path, *, override: bool = False) -> list[str]:
     return ids
 
 
+# Environments that are not folders: id -> (entry point, what `envgym list` says of it). Made by gymnasium only
+# when asked for, so their packages (bfcl-eval) are imported then.
+BUILTIN = {
+    "envgym/bfcl-multi-turn-v0": ("envgym.integrations.bfcl.multi_turn:BfclMultiTurnEnv",
+                                  "BFCL multi-turn: its 8 backends, graded by its multi-turn checker (800 tasks)"),
+    "envgym/bfcl-v0": ("envgym.integrations.bfcl.single_turn:BfclEnv",
+                       "BFCL single-turn: simple, multiple, parallel, live, irrelevance; its AST checker"),
+}
+
+
 def register_bundled() -> list[str]:
-    """Register the bundled suite plus every folder in $ENVGYM_ENV_DIRS (os.pathsep-separated)."""
+    """Register the bundled suite, the built-in environments (BUILTIN) and every folder in $ENVGYM_ENV_DIRS
+    (os.pathsep-separated)."""
+    for eid, (entry_point, _) in BUILTIN.items():
+        if eid not in gym.registry:
+            gym.register(id=eid, entry_point=entry_point, disable_env_checker=False)
     ids = register_dir(bundled_dir())
     for extra in filter(None, os.environ.get("ENVGYM_ENV_DIRS", "").split(os.pathsep)):
         ids += register_dir(extra)

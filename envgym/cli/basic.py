@@ -21,7 +21,7 @@ from envgym.cli.common import (
     stderr,
 )
 from envgym.loader import load_environment, read_environment
-from envgym.registry import env_id, find_env_dir, registered_ids, resolve_id
+from envgym.registry import BUILTIN, env_id, find_env_dir, registered_ids, resolve_id
 from envgym.world import load_module
 from envgym.world.files import dump_tasks, format_json_schema
 
@@ -32,7 +32,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     for eid in registered_ids():
         kwargs = gym.registry[eid].kwargs or {}
         if "env_dir" not in kwargs:
-            rows.append({"id": eid, "tasks": None, "tools": None, "description": "remote environment"})
+            description = BUILTIN[eid][1] if eid in BUILTIN else "remote environment"
+            rows.append({"id": eid, "tasks": None, "tools": None, "description": description})
             continue
         world, tasks = read_environment(kwargs["env_dir"])
         rows.append({"id": eid, "tasks": len(tasks), "tools": len(world.tools), "description": world.description})

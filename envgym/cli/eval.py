@@ -21,11 +21,12 @@ from envgym.cli.common import (
 )
 from envgym.cli.progress import episode_bar
 from envgym.env import ToolWorldEnv
+from envgym.integrations.bfcl import MULTI_TURN_ID, SINGLE_TURN_ID
 from envgym.loader import load_environment
 from envgym.play.eval import PolicyFactory, evaluate
 from envgym.play.make import make_policy
 from envgym.play.policies import AttackerPolicy, OraclePolicy
-from envgym.registry import find_env_dir
+from envgym.registry import find_env_dir, resolve_id
 from envgym.rewards.combine import REWARD_KINDS, build_reward_source
 
 POLICIES = ["oracle", "random", "refuse", "attacker", "local", "openai"]
@@ -42,6 +43,10 @@ def _policy_factory(args: argparse.Namespace) -> PolicyFactory:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     register_env_dirs(args)
+    if resolve_id(args.env) in (MULTI_TURN_ID, SINGLE_TURN_ID):
+        from envgym.cli.bfcl import cmd_eval_bfcl  # imported when asked for: it brings bfcl-eval
+
+        return cmd_eval_bfcl(args, resolve_id(args.env))
     data = load_environment(str(find_env_dir(args.env)))
     env = ToolWorldEnv(data=data, max_steps=args.max_steps, guard=args.guard == "on", confirm=args.confirm)
     unknown_tasks = sorted(set(args.task or []) - {t.id for t in data.tasks})
@@ -103,7 +108,10 @@ def register(sub: Any) -> None:
     p.add_argument("--policy", default="oracle", choices=POLICIES)
     p.add_argument("--runs", type=positive_int, default=1, help="episodes per task (n for pass@k and pass^k)")
     p.add_argument("--task", action="append", help="task id (repeatable); default: every task")
-    p.add_argument("--limit", type=positive_int, default=None, help="only the first N tasks")
+    p.add_argument("--limit", type=positive_int, default=None,
+                   help="only the first N tasks (BFCL: a sample of N per category, drawn with --seed)")
+    p.add_argument("--category", action="append",
+                   help="BFCL category (repeatable, e.g. multi_turn_base or simple); default: every category")
     p.add_argument("--attacks", nargs="*", default=[], help="'all' or attack ids <goal>/<template>")
     p.add_argument("--attack-runs", type=positive_int, default=1, help="episodes per (task, attack) pair")
     p.add_argument("--guard", choices=["on", "off"], default="on")
