@@ -9,6 +9,7 @@ and numbers are masked.
 from __future__ import annotations
 
 import json
+import statistics
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,27 @@ def judge_counts(root: str | Path) -> dict[str, Any] | None:
             "judge_failed": stored["judge_failed"], "threshold": stored["threshold"], "model": stored["judge_model"]}
 
 
+def dependent_calls(program: dict[str, Any]) -> int:
+    """Calls of a task program that take an argument from an earlier call's result (a saved variable)."""
+    def uses_var(node: Any) -> bool:
+        if isinstance(node, dict):
+            return node.get("src") == "var" or any(uses_var(v) for v in node.values())
+        return isinstance(node, list) and any(uses_var(v) for v in node)
+
+    def walk(steps: list[dict[str, Any]]) -> int:
+        n = 0
+        for step in steps:
+            if "tool" in step and uses_var(step.get("args", {})):  # a call (dumped without its default kind)
+                n += 1
+            n += walk(step.get("then", [])) + walk(step.get("otherwise", [])) + walk(step.get("body", []))
+        return n
+    return walk(program.get("steps", []))
+
+
+def _median(values: list[int]) -> float:
+    return float(statistics.median(values)) if values else 0.0
+
+
 def collect_stats(root: str | Path) -> dict[str, Any]:
     """Everything `envgym synth stats --json` prints."""
     root = Path(root)
@@ -88,12 +110,23 @@ def collect_stats(root: str | Path) -> dict[str, Any]:
     shapes: set[str] = set()
     per_domain: list[tuple[int, set[str]]] = []
     instructions: list[str] = []
-    tools = writes = 0
+    tools = writes = code = multi = 0
+    mechanisms: Counter[str] = Counter()
+    per_world: list[int] = []
+    dependent: list[int] = []
     sources: Counter[str] = Counter()
     for folder in envs:
         world = load_world(folder / "world.yaml")
         tasks = load_tasks(folder / "tasks.jsonl")
         meta = world.meta.get("synth", {})
+        used = {t.mechanism.use for t in world.tools if t.mechanism is not None}
+        mechanisms.update({u.mechanism for u in world.mechanisms if u.id in used})
+        per_world.append(len(used))
+        code += sum(t.mechanism is not None or t.python is not None for t in world.tools)
+        # Several tables, or several records of one table (a bulk change), in one call.
+        multi += sum(len(t.writes or []) >= 2 or (t.effect is not None and t.effect.op == "update_many")
+                     for t in world.tools)
+        dependent += [dependent_calls(t.meta.get("program", {})) for t in tasks]
         categories[meta.get("category", "unknown")] += 1
         structural.update(meta.get("operators", []))
         tools += len(world.tools)
@@ -126,4 +159,12 @@ def collect_stats(root: str | Path) -> dict[str, Any]:
         "tool_calls_per_task": {str(k): v for k, v in sorted(lengths.items())},
         "mean_tool_calls": round(sum(k * v for k, v in lengths.items()) / total, 3) if total else 0.0,
         "environments_by_category": dict(sorted(categories.items())),
+        "mechanisms_in_use": len(mechanisms), "mechanisms_per_world": round(statistics.fmean(per_world), 2)
+        if per_world else 0.0, "worlds_by_mechanism": dict(sorted(mechanisms.items())),
+        "tools_that_are_code": code, "tools_that_are_code_share": round(code / tools, 4) if tools else 0.0,
+        "tools_writing_several_records": multi, "tools_writing_several_records_share": round(multi / tools, 4)
+        if tools else 0.0,
+        "dependent_calls_per_task_median": _median(dependent),
+        "dependent_calls_per_task": {str(k): v for k, v in sorted(Counter(dependent).items())},
+        "sentence_skeletons": len({mask(t) for t in instructions}),
     }

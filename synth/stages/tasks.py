@@ -18,6 +18,7 @@ from envgym.users import _aliases
 from envgym.world.spec import Answer, TaskSpec, ToolCall, ToolSpec
 from envgym.world.state import WorldState
 from envgym.world.tools import ToolExecutor
+from synth.flows import seg_mechanism
 from synth.lexicon import words
 from synth.model import DomainModel
 from synth.phrasing import mask, phrase
@@ -26,6 +27,7 @@ from synth.quality import paraphrase_problem
 from synth.seeds import content_id
 from synth.segments import SEGMENTS, Builder, Unfit, authenticate
 
+MECHANISM_SHARE = 0.85
 GREETINGS = ["Hi", "Hello", "Hey there", "Good morning", "Hi, hoping you can help", "Hello, quick one"]
 ASK = "Could you tell me your {}?"
 
@@ -105,9 +107,13 @@ def sample_task(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, 
         raise Unfit("nobody owns anything")
     b.me = initial.tables[acct.plural][rng.choice(owners)]
     authenticate(b)
-    kinds = rng.sample(sorted(SEGMENTS), rng.choice([1, 1, 2]))
+    # Most tasks run a mechanism's flow (dependent calls through code with a rule), some after another segment.
+    if rng.random() < MECHANISM_SHARE:
+        kinds = [*rng.sample(sorted(SEGMENTS), rng.choice([0, 0, 1])), "mechanism"]
+    else:
+        kinds = rng.sample(sorted(SEGMENTS), rng.choice([1, 1, 2]))
     for kind in kinds:
-        SEGMENTS[kind](b)
+        (seg_mechanism if kind == "mechanism" else SEGMENTS[kind])(b)
     template = "; ".join(f"{a.label}: {{{i}}}" for i, a in enumerate(b.answers)) or "All done."
     b.steps.append(AnswerStep(values=[a.expr for a in b.answers], template=template))
     program = Program(steps=b.steps)

@@ -2,7 +2,7 @@
 score 1.0, and every negative control of `envgym.play.controls` scores 0.
 
 Controls: do-nothing, random calls, guess-spray, skip-auth, skip-confirm (only where the task writes: on a
-read-only task it is the oracle itself) and every-write. Each runs as a real episode of the env with the scripted
+read-only task it is the oracle itself), every-write and no-tool (synth.notool: no call, the user's words echoed). Each runs as a real episode of the env with the scripted
 user; the env's reward holds the rubric: state, exact answers without guessing, and the world's policy rules.
 """
 
@@ -13,11 +13,13 @@ from envgym.loader import EnvironmentData
 from envgym.play.controls import NEGATIVE_CONTROLS
 from envgym.play.episode import run_episode
 from envgym.play.policies import OraclePolicy, Policy
+from synth.notool import NoToolPolicy
 from synth.planner import FairPlanner
 from synth.program import Program
 
 RANDOM_TURNS = 12
-CONTROLS = tuple(NEGATIVE_CONTROLS)
+NO_TOOL = "no-tool"
+CONTROLS = (*NEGATIVE_CONTROLS, NO_TOOL)
 
 
 def verify_tasks(data: EnvironmentData, seed: int = 0) -> dict[str, dict[str, float]]:
@@ -38,6 +40,7 @@ def verify_tasks(data: EnvironmentData, seed: int = 0) -> dict[str, dict[str, fl
         for name, make in NEGATIVE_CONTROLS.items():
             if name != "skip-confirm" or any(c.name in writes for c in task.solution):
                 policies[name] = make(data, seed)
+        policies[NO_TOOL] = NoToolPolicy()
         scores = {"replay": 1.0}
         for name, policy in policies.items():
             episode_env = short if name == "random" else env

@@ -109,7 +109,8 @@ def _whole_word(name: str) -> re.Pattern[str]:
 def test_model_names_carry_through_the_env_which_still_verifies_and_bad_names_fall_back(tmp_path: Path) -> None:
     config = SynthConfig(seed=5, domains=1, tasks_per_env=4, llm="scripted")
     domain = select_domains(builtin_taxonomy(), 1, config.seed)[0]
-    procedural = stage_tools(domain, config.seed)
+    # Mechanism tools keep the catalogue's names (a model names only the procedural ones).
+    procedural = [t for t in stage_tools(domain, config.seed) if not t.operator.startswith("mechanism:")]
     # The recorded "model": a name per naming prompt (like a model at temperature 0, a function of the prompt). The
     # first write tool gets a read verb, the first two read tools after authentication a taken name and a
     # non-identifier; every other tool a fresh name.
@@ -133,24 +134,25 @@ def test_model_names_carry_through_the_env_which_still_verifies_and_bad_names_fa
     assert summary["tool_names"] == {
         "proposed": n, "kept": n - 3, "renamed": n - 3, "rejected": 3,
         "rejected_by": dict(sorted({"another tool's name": 1, "not a snake_case identifier": 1,
-                                    f"a {kind} tool named like a read": 1}.items()))}
+                                    f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} tool named like a read": 1}.items()))}
     assert collect_stats(tmp_path / "rec")["tool_names"] == summary["tool_names"]
     records = [json.loads(line) for line in (tmp_path / "rec" / "_synth" / "tools.jsonl").read_text().splitlines()]
-    final = {r["naming"]["procedural"]: r["spec"]["name"] for r in records}
+    final = {r["naming"]["procedural"]: r["spec"]["name"] for r in records if "naming" in r}
     for i, t in enumerate(procedural):
         expected = t.spec["name"] if i in (taken, garbled, first_write) else plan[i]
         assert final[t.spec["name"]] == expected
 
     folder = env_dirs(tmp_path / "rec")[0]
     data = load_environment(str(folder.resolve()))
-    names = {t.name for t in data.world.tools}
+    names = {t.name for t in data.world.tools if t.mechanism is None}
     assert names == {final[t.spec["name"]] for t in procedural if t.valid}
     assert data.world.rules is not None and set(data.world.rules.authenticate_with) <= names
     text = (folder / "world.yaml").read_text() + (folder / "tasks.jsonl").read_text()
     for old, new in final.items():
         if old != new:
             assert not _whole_word(old).search(text), f"{old} (renamed {new}) is still referred to"
-    assert data.tasks and all(c.name in names for task in data.tasks for c in task.solution)
+    every = {t.name for t in data.world.tools}
+    assert data.tasks and all(c.name in every for task in data.tasks for c in task.solution)
     assert any(c.name.endswith("_v2") for task in data.tasks for c in task.solution)
     for task_id, scores in verify_tasks(data, config.seed).items():
         assert scores["oracle"] == 1.0 and scores["fair"] == 1.0, (task_id, scores)
