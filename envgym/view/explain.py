@@ -118,7 +118,8 @@ def _replay(record: EpisodeRecord, data: EnvironmentData, result: Explanation) -
         return approved
 
     # The recorded approvals are replayed; a producer that kept none ran with the world's own confirmation mode.
-    env = ToolWorldEnv(data=data, max_steps=max(len(turns), 1), confirm=confirm if record.guard is not None else None)
+    env = ToolWorldEnv(data=data, max_steps=max(len(turns), 1), failure_rate=record.failure_rate,
+                       confirm=confirm if record.guard is not None else None)
     try:
         env.reset(seed=record.seed, options={"task_id": record.task_id, "attack": record.attack})
         info: dict[str, Any] = {}

@@ -34,6 +34,7 @@ class EpisodeRecord:
     steps: int = 0
     truncated: bool = False
     tool_errors: list[str] = field(default_factory=list)
+    failure_rate: float | None = None  # None: the world's own (synth rollouts record the one they ran with)
     source: str = ""  # "<file>:<line>" or where the record came from
 
     @property
@@ -65,7 +66,9 @@ def record_from_dict(obj: Any, source: str) -> EpisodeRecord:
         attack=obj.get("attack"), guard=list(guard) if isinstance(guard, list) else None,
         steps=int(obj.get("steps") or sum(m["role"] == "assistant" for m in messages)),
         truncated=bool(obj.get("truncated", False)),
-        tool_errors=[str(e) for e in obj.get("tool_errors") or [] if e is not None], source=source,
+        tool_errors=[str(e) for e in obj.get("tool_errors") or [] if e is not None],
+        failure_rate=float(obj["failure_rate"]) if isinstance(obj.get("failure_rate"), int | float) else None,
+        source=source,
     )
 
 

@@ -144,3 +144,20 @@ def test_a_file_without_episodes_is_a_one_line_error(tmp_path: Path, capsys: pyt
     bad.write_text("not json\n")
     assert main(["view", str(bad)]) == 2
     assert "bad.jsonl:1: not JSON" in capsys.readouterr().err
+
+
+def test_synth_rollouts_with_transient_failures_replay_to_their_diff(tmp_path: Path) -> None:
+    from envgym.registry import register_dir
+    from envgym.view.page import explain_all
+    from envgym.view.records import read_records
+    from synth.pipeline import SynthConfig, run_pipeline
+    from synth.rollouts import rollout
+
+    suite = tmp_path / "suite"
+    run_pipeline(SynthConfig(seed=3, domains=1, tasks_per_env=2), suite)
+    rollout(suite, tmp_path / "rollouts.jsonl", policy="random", n=2, failure_rate=0.5)
+    register_dir(suite)
+    explained = explain_all(read_records(tmp_path / "rollouts.jsonl"))
+    assert any("temporarily unavailable" in str(m.get("content")) for r, _ in explained for m in r.messages)
+    assert [why.replay_note for _, why in explained] == [None] * len(explained)
+    assert any(why.diff for _, why in explained)  # the random agent left the world off its target
