@@ -67,7 +67,14 @@ def build_environment(
         except ValueError as exc:
             raise SpecError(f"{directory or world.name}: {exc}") from exc
     world = _with_policy(world, directory)
-    return EnvironmentData(world, tasks, directory, generate_state(world), ToolExecutor(world, directory))
+    extra = None
+    if directory is not None and "live" in (world.meta.get("mcp") or {}):
+        # A live MCP world (`envgym synth run --mcp-server CMD --live`): a fresh server per episode, on the folder's
+        # state.
+        from synth.mcp_live import live_folder_tools
+
+        extra = live_folder_tools(world, Path(directory))
+    return EnvironmentData(world, tasks, directory, generate_state(world), ToolExecutor(world, directory, extra))
 
 
 def read_environment(directory: str | Path) -> tuple[WorldSpec, list[TaskSpec]]:

@@ -8,9 +8,11 @@ name}`. `LiveMCPTools` keeps the servers running and yields `fn(state, **args)` 
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import logging
 import re
 import shlex
@@ -119,9 +121,9 @@ def _quiet_sdk() -> Iterator[None]:
         log.setLevel(level)
 
 
-def _client(argv: list[str], env: Mapping[str, str] | None, watch: ServerWatch) -> Client:
+def _client(argv: list[str], env: Mapping[str, str] | None, watch: ServerWatch, cwd: str | None = None) -> Client:
     # Extra variables are merged over the SDK's safe default (HOME, PATH, SHELL, TERM, ...), nothing else leaks in.
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(env) if env else None)
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(env) if env else None, cwd=cwd)
     return Client(stdio_client(params, errlog=watch.stderr), message_handler=watch.on_message)
 
 
@@ -249,13 +251,28 @@ def harvest(servers: Sequence[str | Sequence[str]], timeout_s: float = 60.0, env
 
 
 def result_value(result: mcp_types.CallToolResult) -> Any:
-    """A tool result as JSON: its structured content if any, else its text parts joined; errors raise ToolError."""
+    """A tool result as JSON: its structured content if any, else its text parts joined (read as the JSON or Python
+    list or dict it spells, when it spells one: mcp-server-sqlite answers `str(rows)`); errors raise ToolError."""
     texts = [c.text for c in result.content if isinstance(c, mcp_types.TextContent)]
     if result.is_error:
         raise ToolError("\n".join(texts) or "the MCP tool reported an error")
     if result.structured_content is not None:
         return result.structured_content
-    return "\n".join(texts)
+    return _structured("\n".join(texts))
+
+
+def _structured(text: str) -> Any:
+    stripped = text.strip()
+    if not stripped.startswith(("[", "{")) or len(stripped) > 200_000:
+        return text
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            value = parse(stripped)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+        if isinstance(value, list | dict):
+            return json.loads(json.dumps(value, default=str))  # tuples, bytes and the like as JSON would hold them
+    return text
 
 
 class LiveMCPTools:
@@ -265,10 +282,12 @@ class LiveMCPTools:
     async, so one background event loop holds the sessions and the sync functions submit calls to it.
     """
 
-    def __init__(self, specs: Sequence[ToolSpec], timeout_s: float = 60.0, env: Mapping[str, str] | None = None):
+    def __init__(self, specs: Sequence[ToolSpec], timeout_s: float = 60.0, env: Mapping[str, str] | None = None,
+                 cwd: str | Path | None = None):
         self.specs = [s for s in specs if s.source and s.source.get("kind") == "mcp"]
         self.timeout_s = timeout_s
         self.env = dict(env or {})
+        self.cwd = None if cwd is None else str(cwd)
         self._watches: dict[tuple[str, ...], ServerWatch] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-live", daemon=True)
@@ -301,7 +320,7 @@ class LiveMCPTools:
         assert self._stop is not None
         watch = self._watches[argv] = ServerWatch()
         try:
-            async with _client(list(argv), self.env, watch) as client:
+            async with _client(list(argv), self.env, watch, self.cwd) as client:
                 self._clients[argv] = client
                 ready.set_result(None)
                 await self._stop.wait()

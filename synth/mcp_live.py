@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import queue
 import shutil
 import tempfile
+import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from envgym.world.live import LiveTool, record_live_state
-from envgym.world.spec import ToolCall, ToolSpec
+from envgym.world.spec import ToolCall, ToolSpec, WorldSpec
 from envgym.world.state import WorldState
 from synth.mcp_harvest import PLACEHOLDER, HarvestError, LiveMCPTools, names_state, with_state
 
@@ -39,25 +42,41 @@ def directory_digest(root: Path, exclude: Sequence[str] = ()) -> str:
     return digest.hexdigest()
 
 
+Held = tuple[LiveMCPTools, Path, dict[str, ToolSpec]]  # a running server, its state folder, its tools by name
+
+
 def _stop(live: LiveMCPTools, folder: str) -> None:
     live.close()
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def _drain(pool: queue.Queue[Held], closed: threading.Event, wanted: threading.Event) -> None:
+    closed.set()
+    wanted.set()
+    while not pool.empty():
+        live, folder, _ = pool.get_nowait()
+        _stop(live, str(folder))
+
+
 class EpisodeMCPTools:
     """Harvested tools run live on one fresh server per episode (see the module docstring).
 
-    Raises HarvestError when no server command or environment variable names `{state}` (every episode would share
-    one server state) or when `template` is not a folder.
+    With `pool` > 0 that many servers are kept started ahead of the episodes (a background thread refills the
+    pool as episodes take them; `close()` stops the idle ones), so an episode need not wait for a server's start.
+    With `state_in_cwd` each server also runs in its state folder, for servers that keep their files in the working
+    directory or in memory (the trace check, `require_trace`, then tells the two apart). Raises HarvestError when,
+    without it, no server command or environment variable names `{state}` (every episode would share one server
+    state), or when `template` is not a folder.
     """
 
     def __init__(self, specs: Sequence[ToolSpec], template: str | Path, env: Mapping[str, str] | None = None,
-                 timeout_s: float = 60.0, exclude: Sequence[str] = ()):
+                 timeout_s: float = 60.0, exclude: Sequence[str] = (), state_in_cwd: bool = False, pool: int = 0):
         self.specs = [s for s in specs if (s.source or {}).get("kind") == "mcp"]
         self.env = dict(env or {})
+        self.state_in_cwd = state_in_cwd
         for spec in self.specs:
             assert spec.source is not None
-            if not names_state(spec.source["server"], self.env):
+            if not state_in_cwd and not names_state(spec.source["server"], self.env):
                 raise HarvestError(f"MCP server {' '.join(spec.source['server'])!r} of tool {spec.name!r}: no {PLACEHOLDER} "
                                    "placeholder in its command or environment, so every episode would share one "
                                    "server state; put the state's path in the command or an --env value as "
@@ -69,29 +88,80 @@ class EpisodeMCPTools:
         self.exclude = list(exclude)
         self.initial_digest = self.digest(self.template)
         self._key = f"mcp-episode:{id(self)}"
+        self.start_times: list[float] = []  # seconds each episode waited for its server (copy, spawn, handshake)
+        self.pool = pool
+        self._pool: queue.Queue[Held] = queue.Queue()
+        self._wanted = threading.Event()
+        self._closed = threading.Event()
+        self._filler: threading.Thread | None = None
+        weakref.finalize(self, _drain, self._pool, self._closed, self._wanted)  # idle pooled servers, at the latest at exit
 
     def digest(self, folder: Path) -> str:
         """The digest grading compares: the folder's files, less the excluded paths."""
         return directory_digest(folder, self.exclude)
 
-    def _episode(self, state: WorldState) -> tuple[LiveMCPTools, Path, dict[str, ToolSpec]]:
+    def _start(self) -> Held:
+        """A server started over a fresh copy of the template (not yet bound to any state)."""
+        folder = Path(tempfile.mkdtemp(prefix="envgym-mcp-"))
+        shutil.copytree(self.template, folder, dirs_exist_ok=True)
+        env: dict[str, str] = {}
+        specs = []
+        for s in self.specs:
+            argv, env = with_state((s.source or {})["server"], self.env, folder)
+            specs.append(s.model_copy(update={"source": {**(s.source or {}), "server": argv}}))
+        # Every server runs in its state folder, so relative paths (a file server's, a todo list's) stay inside it.
+        live = LiveMCPTools(specs, timeout_s=self.timeout_s, env=env, cwd=folder)
+        try:
+            live.__enter__()
+        except HarvestError:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return live, folder, {s.name: s for s in specs}
+
+    def _fill(self) -> None:
+        # Keeps `pool` servers started ahead of the episodes that will take them; a server that fails to start
+        # is not pooled, so the episode starts its own and reports the error.
+        while not self._closed.is_set():
+            if self._pool.qsize() >= self.pool:
+                self._wanted.wait(1.0)
+                self._wanted.clear()
+                continue
+            try:
+                held = self._start()
+            except HarvestError:
+                self._closed.wait(1.0)
+                continue
+            self._pool.put(held)
+
+    def _take(self) -> Held:
+        if self.pool <= 0:
+            return self._start()
+        if self._filler is None:
+            self._filler = threading.Thread(target=self._fill, name="mcp-pool", daemon=True)
+            self._filler.start()
+        try:
+            held = self._pool.get(timeout=self.timeout_s)
+        except queue.Empty:
+            return self._start()
+        self._wanted.set()
+        return held
+
+    def close(self) -> None:
+        """Stop the pool's idle servers (episodes' servers stop with their states)."""
+        self._closed.set()
+        self._wanted.set()
+        if self._filler is not None:
+            self._filler.join(self.timeout_s)
+        _drain(self._pool, self._closed, self._wanted)
+
+    def _episode(self, state: WorldState) -> Held:
         held = state.resources.get(self._key)
         if held is None:
-            folder = Path(tempfile.mkdtemp(prefix="envgym-mcp-"))
-            shutil.copytree(self.template, folder, dirs_exist_ok=True)
-            env: dict[str, str] = {}
-            specs = []
-            for s in self.specs:
-                argv, env = with_state((s.source or {})["server"], self.env, folder)
-                specs.append(s.model_copy(update={"source": {**(s.source or {}), "server": argv}}))
-            live = LiveMCPTools(specs, timeout_s=self.timeout_s, env=env)
-            try:
-                live.__enter__()
-            except HarvestError:
-                shutil.rmtree(folder, ignore_errors=True)
-                raise
-            held = state.resources[self._key] = (live, folder, {s.name: s for s in specs})
-            state.resources[f"{self._key}:stop"] = weakref.finalize(state, _stop, live, str(folder))
+            started = time.perf_counter()
+            held = self._take()
+            self.start_times.append(time.perf_counter() - started)
+            state.resources[self._key] = held
+            state.resources[f"{self._key}:stop"] = weakref.finalize(state, _stop, held[0], str(held[1]))
         return held
 
     def folder(self, state: WorldState) -> Path:
@@ -140,3 +210,15 @@ class EpisodeMCPTools:
             return LiveTool(lambda state, **arguments: self.call(state, spec, arguments),
                             server=" ".join((spec.source or {})["server"]), per_episode=True)
         return {s.name: bind(s) for s in self.specs}
+
+
+def live_folder_tools(world: WorldSpec, directory: Path) -> dict[str, Callable[..., Any]]:
+    """The per-episode implementations of a live world folder written by `envgym synth run --mcp-server CMD --live`:
+    `world.meta["mcp"]["live"]` names the server command, its environment, the digest's exclusions and the folder
+    (inside `directory`) every episode's state starts from."""
+    live = world.meta["mcp"]["live"]
+    specs = [t.model_copy(update={"source": {**(t.source or {}), "server": list(live["command"])}})
+             for t in world.tools if (t.source or {}).get("kind") == "mcp"]
+    episodes = EpisodeMCPTools(specs, directory / live["state"], live.get("env") or {}, exclude=live.get("exclude", []),
+                               state_in_cwd=bool(live.get("state_in_cwd")))
+    return episodes.functions()

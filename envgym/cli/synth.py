@@ -55,6 +55,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from synth.pipeline import SYNTH_DIR, SynthConfig, run_pipeline
 
+    if args.live:
+        return _run_live(args)
     mcp_specs = _mcp_sources(args)
     if args.domains == 0 and not mcp_specs:
         raise CliError("--domains 0 leaves nothing to synthesize; give --mcp or --mcp-server, or some domains")
@@ -86,6 +88,50 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.json and "mcp" in summary:
         _print_mcp(summary.pop("mcp"))
     _print(summary, args.json, "synth run")
+    return 0
+
+
+def _run_live(args: argparse.Namespace) -> int:
+    """`--live`: one world per --mcp-server whose tools are the real server, a fresh one per episode."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from synth.mcp_harvest import HarvestError, parse_env
+    from synth.stages.mcp_live import LiveServer, run_mcp_live
+
+    if not args.mcp_server or args.mcp or args.domains not in (0, 20):
+        raise CliError("--live builds worlds from running servers only: give --mcp-server CMD (repeatable), "
+                       "no --mcp files and no --domains")
+    try:
+        env = parse_env(args.env)
+    except HarvestError as exc:
+        raise CliError(str(exc)) from None
+    servers = [LiveServer(command, env, list(args.state_exclude), args.state_template) for command in args.mcp_server]
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, disable=args.json, console=stderr) as bar:
+        jobs: dict[str, Any] = {}
+
+        def advance(stage: str, total: int) -> None:
+            if stage not in jobs:
+                jobs[stage] = bar.add_task(stage, total=total)
+            bar.advance(jobs[stage])
+
+        summary = run_mcp_live(servers, args.out, args.seed, args.tasks_per_env, advance=advance,
+                               timeout_s=args.timeout)
+    if args.json:
+        print_json({"out": args.out, "mcp_live": summary})
+        return 0
+    table = Table("server", "env", "tools used", "not used (why)", "tasks", "calls/task", "start p50/p95 s",
+                  title="live MCP worlds", show_lines=True)
+    for server, info in summary.items():
+        if "tools_used" not in info:
+            table.add_row(server, "-", "-", f"refused: {info.get('refused')}", "0", "-", "-")
+            continue
+        start = info.get("server_start_s") or {}
+        table.add_row(server, info.get("env") or "-", "\n".join(info["tools_used"]),
+                      "\n".join(f"{t}: {why}" for t, why in info["tools_not_used"].items()),
+                      f"{info['tasks_kept']} / {info['tasks_sampled']}",
+                      ",".join(map(str, info["calls_per_task"])), f"{start.get('p50', '-')}/{start.get('p95', '-')}")
+    Console().print(table)
     return 0
 
 
@@ -262,6 +308,14 @@ def register(sub: Any) -> None:
                    help="harvest this stdio MCP server now and synthesize a world from its tools (repeatable)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds an MCP server may take to list its tools")
     _env_option(p)
+    p.add_argument("--live", action="store_true",
+                   help="worlds whose tools are the real --mcp-server, a fresh one per episode over its own state "
+                        "folder ({state} in the command or an --env value; else the server's working directory); "
+                        "tasks come from exploring the server's tools")
+    p.add_argument("--state-exclude", action="append", default=[], metavar="GLOB",
+                   help="with --live: paths of the state folder grading ignores (e.g. '.backups/*'; repeatable)")
+    p.add_argument("--state-template", default=None, metavar="DIR",
+                   help="with --live: a folder the servers' state starts from before seeding (default: empty)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", required=True)
     p.add_argument("--tasks-per-env", type=int, default=24)

@@ -1,0 +1,403 @@
+"""Tasks from exploring a live MCP server: every id, value, type and answer is one the server itself returned.
+
+`explore(episodes, seed, ...)` first seeds a state through the server's own tools (each tool tried with arguments
+drawn from its schema; a call that changes the state folder's digest marks its tool a write), and keeps that
+folder as the world's initial state. Then it walks: 2-3 calls on a fresh server over the seeded state, each next
+tool preferably one whose argument can take a value the previous result held (the value flows as a path into
+that result, which is what the program records), arrays and objects drawn from their schemas, queries drawn from
+values seen. The answer is a value of the last result. Every walk is replayed on another fresh server, and kept
+only if each result and the final state digest are the same (the sim-vs-live control).
+
+Values: a string argument takes a value seen under the same key (a result's `name`, `id`, ...) when there is one,
+else a word; an argument described as SQL takes a statement over the tables the walk created or saw.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envgym.world.spec import ToolCall, ToolSpec
+from envgym.world.state import WorldState
+from envgym.world.tools import ToolError
+from synth.lexicon import NOTES, WORDS, words
+from synth.mcp_live import EpisodeMCPTools
+from synth.mcp_worlds import TIMEZONES
+from synth.program import AnswerStep, CallStep, Expr, Program
+
+WRITE_VERBS = ("create", "add", "insert", "write", "update", "edit", "delete", "remove", "append", "set", "toggle",
+               "complete", "move", "rename", "put", "save")
+ADD_VERBS = {"create", "add", "insert", "append", "write", "new", "put", "save"}
+SEED_CALLS = 10
+RETRIES = 2
+MAX_TEXT_ANSWER = 80
+
+
+@dataclass
+class Step:
+    """One recorded call: its arguments, where each flowed argument came from, and what the server did."""
+
+    tool: str
+    arguments: dict[str, Any]
+    flows: dict[str, tuple[int, list[str | int]]] = field(default_factory=dict)
+    result: Any = None
+    error: str | None = None
+    wrote: bool = False
+
+
+@dataclass
+class ToolRecord:
+    """What exploring found out about one tool: calls that worked, calls that failed (last error), writes."""
+
+    ok: int = 0
+    failed: int = 0
+    wrote: int = 0
+    last_error: str = ""
+
+
+@dataclass
+class Walk:
+    """A kept walk: its steps and the answer's path into the last result (None for a write task with no answer)."""
+
+    steps: list[Step]
+    answer_path: list[str | int] | None
+    answer: Any
+
+
+def writes_by_name(tool: ToolSpec) -> bool:
+    """What the server says (its read-only hint) or, without a hint, what the tool's name says it does."""
+    annotations = (tool.source or {}).get("annotations") or {}
+    if "read_only_hint" in annotations:
+        return not annotations["read_only_hint"]
+    return bool(_tokens(str((tool.source or {}).get("tool", tool.name))) & set(WRITE_VERBS))
+
+
+def leaves(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[list[str | int], Any]]:
+    """(path, scalar) of every string, number or boolean inside a JSON value, in document order."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from leaves(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from leaves(v, (*path, i))
+    elif isinstance(value, str | int | float) and value != "":
+        yield list(path), value
+
+
+def found_nothing(result: Any) -> bool:
+    """A result whose lists are all empty (a search or filter that matched nothing): no walk goes on from it."""
+    lists = [v for v in (result.values() if isinstance(result, dict) else [result]) if isinstance(v, list)]
+    return bool(lists) and not any(lists)
+
+
+def _last_key(path: list[str | int]) -> str:
+    return next((str(p) for p in reversed(path) if isinstance(p, str)), "")
+
+
+def _tokens(name: str) -> set[str]:
+    """Lower-case words of a name, plurals made singular (`entityNames` -> entity, name)."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    found = {t.lower() for t in re.split(r"[^A-Za-z0-9]+", spaced) if t} - {"the", "of", "a"}
+    return {t[:-1] if len(t) > 3 and t.endswith("s") and not t.endswith("ss") else t for t in found}
+
+
+def _matches(arg: str, key: str) -> bool:
+    """Whether a result's key can feed an argument: `name` feeds `table_name`, `id` feeds `todo_id`, `name`."""
+    if not key:
+        return False
+    a, k = _tokens(arg), _tokens(key)
+    return arg == key or k <= a or bool(a & k & {"id", "name", "key", "path", "uri", "title"}) or (
+        bool(a & {"query", "q", "search"}) and bool(k & {"name", "title", "text", "content", "description"}))
+
+
+def _kind(schema: dict[str, Any]) -> str:
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if options:
+        typed = [o for o in options if o.get("type") != "null"]
+        return _kind(typed[0]) if typed else "null"
+    kind = schema.get("type", "string")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    return str(kind)
+
+
+def _inner(schema: dict[str, Any]) -> dict[str, Any]:
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if options:
+        typed = [o for o in options if o.get("type") != "null"]
+        return typed[0] if typed else schema
+    return schema
+
+
+class Explorer:
+    """Draws arguments for one server's tools and records what the server answers (see the module docstring)."""
+
+    def __init__(self, episodes: EpisodeMCPTools, seed: int):
+        self.episodes = episodes
+        self.tools = {s.name: s for s in episodes.specs}
+        self.rng = random.Random(seed)
+        self.seen: dict[str, list[Any]] = {}  # key name -> values results held under it, first seen first
+        self.tables: list[str] = []
+        self.records = {name: ToolRecord() for name in self.tools}
+        self.final_digest = ""  # the state digest the last walk ended on
+        self.accepted: list[Any] = []  # arguments of calls that worked: names and paths the state now holds
+        self.speaks_sql = any(re.search(r"\bsql\b", s.description, re.I) for s in self.tools.values())
+
+    # --- values ---------------------------------------------------------------------------------------------
+    def learn(self, value: Any, accepted: bool = False) -> None:
+        """Remember the values a result (or, `accepted`, the arguments of a call that worked) held, by key."""
+        if accepted:
+            self.accepted.append(value)
+        for path, leaf in leaves(value):
+            key = _last_key(path)
+            bucket = self.seen.setdefault(key, [])
+            if leaf not in bucket and len(bucket) < 50:
+                bucket.append(leaf)
+            if self.speaks_sql and key in ("name", "table_name") and isinstance(leaf, str) and leaf not in self.tables:
+                self.tables.append(leaf)
+
+    def _seen_for(self, arg: str) -> list[Any]:
+        return [v for key, values in self.seen.items() if _matches(arg, key) for v in values if isinstance(v, str)]
+
+    def _sql(self, arg_doc: str) -> str:
+        doc = arg_doc.lower()
+        rng = self.rng
+        if "create table" in doc or (not self.tables and rng.random() < 0.8):
+            name = f"{rng.choice(WORDS)}_items"
+            if name not in self.tables:
+                self.tables.append(name)
+            return f"CREATE TABLE IF NOT EXISTS {name} (id INTEGER PRIMARY KEY, label TEXT NOT NULL, qty INTEGER)"
+        table = rng.choice(self.tables) if self.tables else "sqlite_master"
+        if "select" in doc:
+            return rng.choice([f"SELECT COUNT(*) AS n FROM {table}", f"SELECT label, qty FROM {table} ORDER BY id",
+                               f"SELECT SUM(qty) AS total FROM {table}", f"SELECT MAX(qty) AS most FROM {table}"])
+        return rng.choice([f"INSERT INTO {table} (label, qty) VALUES ('{rng.choice(WORDS)}', {rng.randint(1, 40)})",
+                           f"UPDATE {table} SET qty = qty + {rng.randint(1, 5)} WHERE id = 1",
+                           f"INSERT INTO {table} (label, qty) VALUES ('{rng.choice(NOTES)}', {rng.randint(1, 40)})"])
+
+    def value(self, name: str, schema: dict[str, Any], tool: ToolSpec, depth: int = 0) -> Any:
+        """A value for one argument, drawn from its schema, the values seen and (for SQL) the tables known."""
+        rng = self.rng
+        schema = _inner(schema)
+        if "enum" in schema:
+            return rng.choice(schema["enum"])
+        kind = _kind(schema)
+        if kind == "boolean":
+            return rng.choice([True, False])
+        if kind in ("integer", "number"):
+            # Small numbers: a count, an index or a duration (the protocol test server sleeps that many seconds).
+            low, high = schema.get("minimum", 1), schema.get("maximum", 5)
+            pick = rng.randint(int(low), int(min(high, low + 4)))
+            return pick if kind == "integer" else float(pick)
+        if kind == "array":
+            count = 1 if depth else rng.choice([1, 1, 2])
+            return [self.value(name, schema.get("items", {}), tool, depth + 1) for _ in range(count)]
+        if kind == "object":
+            props = schema.get("properties", {})
+            required = schema.get("required", list(props))
+            return {k: self.value(k, v, tool, depth + 1) for k, v in props.items() if k in required}
+        doc = f"{schema.get('description', '')} {tool.description}"
+        own = str(schema.get("description", ""))
+        if "HH:MM" in own:
+            return f"{rng.randint(0, 23):02d}:{rng.choice([0, 15, 30, 45]):02d}"
+        if "IANA" in own or "timezone" in _tokens(name):
+            return rng.choice(TIMEZONES)
+        if re.search(r"\bsql\b|\bselect\b|create table", doc, re.I) and name in ("query", "sql", "statement"):
+            return self._sql(str(schema.get("description", "")) or tool.description)
+        seen = self._seen_for(name)
+        if seen and rng.random() < 0.7:
+            return rng.choice(seen)
+        return rng.choice(NOTES) if _tokens(name) & {"text", "content", "contents", "description", "observation",
+                                                     "observations", "insight", "message"} else rng.choice(WORDS)
+
+    def arguments(self, tool: ToolSpec) -> dict[str, Any]:
+        props: dict[str, Any] = tool.parameters.get("properties", {})
+        required = set(tool.parameters.get("required", []))
+        return {k: self.value(k, v, tool) for k, v in props.items() if k in required or self.rng.random() < 0.25}
+
+    # --- calls ----------------------------------------------------------------------------------------------
+    def call(self, state: WorldState, name: str, arguments: dict[str, Any]) -> Step:
+        """Call one tool on `state`'s server and record the result, the error, and whether the state changed."""
+        folder = self.episodes.folder(state)
+        before = self.episodes.digest(folder)
+        step = Step(tool=name, arguments=arguments)
+        record = self.records[name]
+        try:
+            step.result = self.episodes.call(state, self.tools[name], dict(arguments))
+            if isinstance(step.result, dict) and "error" in step.result:  # an error reported as a result
+                raise ToolError(str(step.result["error"]))
+            record.ok += 1
+            self.learn(step.result)
+            self.learn(arguments, accepted=True)  # a name or path a call accepted is one the server knows now
+        except ToolError as exc:
+            step.error = str(exc)
+            record.failed += 1
+            record.last_error = step.error[:200]
+        step.wrote = self.episodes.digest(folder) != before
+        record.wrote += step.wrote
+        return step
+
+    def seed_state(self, into: Path, calls: int = SEED_CALLS) -> list[Step]:
+        """Try every tool once, then call the tools that wrote `calls` more times; copy the state folder to `into`
+        (the world's initial state). Returns the recorded calls."""
+        state = WorldState({})
+        steps: list[Step] = []
+        try:
+            for name, tool in self.tools.items():
+                steps.append(self.call(state, name, self.arguments(tool)))
+            for _ in range(RETRIES):  # a delete of a made-up name changes nothing: retry with the values seen since
+                for name, tool in self.tools.items():
+                    if self.records[name].ok == 0 or (self.records[name].wrote == 0 and writes_by_name(tool)):
+                        steps.append(self.call(state, name, self.arguments(tool)))
+            writers = sorted(n for n, r in self.records.items() if r.wrote and r.ok)
+            adders = [n for n in writers if _tokens(n) & ADD_VERBS] or writers
+            for _ in range(calls if adders else 0):
+                name = self.rng.choice(adders)
+                steps.append(self.call(state, name, self.arguments(self.tools[name])))
+            shutil.copytree(self.episodes.folder(state), into, dirs_exist_ok=True)
+        finally:
+            self.episodes.stop(state)
+        return steps
+
+    def survey(self, reads: list[str]) -> None:
+        """Forget the values seen while seeding (ids a server hands out may not survive its restart) except accepted
+        arguments, then call every read tool once on a fresh server over the seeded state and learn its results."""
+        accepted, self.seen = self.accepted, {}
+        for value in accepted:
+            self.learn(value)
+        state = WorldState({})
+        try:
+            for name in reads:
+                self.call(state, name, self.arguments(self.tools[name]))
+        finally:
+            self.episodes.stop(state)
+
+    def _next_tool(self, previous: list[Step], usable: list[str]) -> str:
+        if previous and previous[-1].result is not None and self.rng.random() < 0.8:
+            keys = {_last_key(p) for p, _ in leaves(previous[-1].result)}
+            fed = [n for n in usable if any(_matches(a, k) for a in self.tools[n].parameters.get("properties", {})
+                                            for k in keys)]
+            if fed:
+                return self.rng.choice(fed)
+        return self.rng.choice(usable)
+
+    def _flow(self, tool: ToolSpec, arguments: dict[str, Any], previous: list[Step]) -> dict[str, tuple[int, list[
+            str | int]]]:
+        """Replace arguments by values of earlier results where a result's key feeds the argument."""
+        flows: dict[str, tuple[int, list[str | int]]] = {}
+        props = tool.parameters.get("properties", {})
+        for arg, schema in props.items():
+            if _kind(schema) not in ("string", "integer", "number") or "enum" in _inner(schema):
+                continue
+            sources = [(i, p, v) for i, s in enumerate(previous) for p, v in leaves(s.result)
+                       if _matches(arg, _last_key(p)) and isinstance(v, str | int) and not isinstance(v, bool)]
+            if sources and (arg in arguments or arg in tool.parameters.get("required", [])):
+                i, path, value = self.rng.choice(sources)
+                arguments[arg] = int(value) if _kind(schema) == "integer" and str(value).isdigit() else (
+                    value if _kind(schema) != "string" else str(value))
+                flows[arg] = (i, path)
+        return flows
+
+    def walk(self, usable: list[str], length: int) -> list[Step] | None:
+        """`length` calls on a fresh server over the initial state; None when a call fails."""
+        state = WorldState({})
+        steps: list[Step] = []
+        try:
+            for _ in range(length):
+                name = self._next_tool(steps, usable)
+                tool = self.tools[name]
+                arguments = self.arguments(tool)
+                flows = self._flow(tool, arguments, steps)
+                step = self.call(state, name, arguments)
+                step.flows = flows
+                if step.error is not None or found_nothing(step.result):
+                    return None
+                steps.append(step)
+            self.final_digest = self.episodes.digest(self.episodes.folder(state))
+            return steps
+        finally:
+            self.episodes.stop(state)
+
+    def replays(self, steps: list[Step]) -> bool:
+        """The sim-vs-live control: the same calls on another fresh server give the same results and state."""
+        state = WorldState({})
+        try:
+            for step in steps:
+                try:
+                    again = self.episodes.call(state, self.tools[step.tool], dict(step.arguments))
+                except ToolError:
+                    return False
+                if again != step.result:
+                    return False
+            return self.episodes.digest(self.episodes.folder(state)) == self.final_digest
+        finally:
+            self.episodes.stop(state)
+
+    def answer(self, steps: list[Step]) -> tuple[list[str | int] | None, Any]:
+        """A value of the last result to ask for (not one the request itself states); (None, None) if none fits."""
+        said = {str(v) for s in steps for _, v in leaves(s.arguments)}
+        last = steps[-1].result
+        if isinstance(last, str):
+            return ([], last) if 0 < len(last) <= MAX_TEXT_ANSWER and last not in said else (None, None)
+        options = [(p, v) for p, v in leaves(last) if str(v) not in said and len(str(v)) <= MAX_TEXT_ANSWER
+                   and not isinstance(v, bool)]
+        if not options:
+            return None, None
+        return self.rng.choice(options)
+
+
+def program_of(walk: Walk, writes: set[str]) -> Program:
+    """The walk as a program: literal arguments, flowed ones as paths into the saved results, then the answer."""
+    steps: list[Any] = []
+    for i, step in enumerate(walk.steps):
+        args: dict[str, Expr | dict[str, Expr]] = {}
+        for arg, value in step.arguments.items():
+            if arg in step.flows:
+                source, path = step.flows[arg]
+                cast = "int" if isinstance(value, int) and not isinstance(value, bool) else (
+                    "float" if isinstance(value, float) else "str")
+                args[arg] = Expr(src="var", key=f"r{source}", path=path, cast=cast)
+            else:
+                args[arg] = Expr(src="lit", value=value)
+        steps.append(CallStep(tool=step.tool, args=args, save=f"r{i}", write=step.tool in writes))
+    if walk.answer_path is None:
+        steps.append(AnswerStep(values=[], template="Done."))
+    else:
+        last = len(walk.steps) - 1
+        steps.append(AnswerStep(values=[Expr(src="var", key=f"r{last}", path=walk.answer_path)],
+                                template="It is {0}."))
+    return Program(steps=steps)
+
+
+def _said(value: Any) -> str:
+    import json
+
+    return json.dumps(value) if isinstance(value, list | dict) else repr(value) if isinstance(value, str) else str(
+        value)
+
+
+def request_of(walk: Walk) -> str:
+    """What the user asks for: each call with its stated arguments and where the flowed ones come from."""
+    parts = []
+    for step in walk.steps:
+        args = [f"{words(a)} {_said(v)}" for a, v in step.arguments.items() if a not in step.flows]
+        args += [f"the {words(_last_key(step.flows[a][1]) or a)} it gave as {words(a)}" for a in step.flows]
+        parts.append(f"{words(step.tool)}" + (f" with {', '.join(args)}" if args else ""))
+    request = "please " + ", then ".join(parts)
+    if walk.answer_path is None:
+        return request + "."
+    what = _last_key(walk.answer_path) if walk.answer_path else ""
+    index = next((p for p in walk.answer_path if isinstance(p, int)), None) if walk.answer_path else None
+    item = f" of item {index + 1}" if index is not None else ""
+    return request + (f", and tell me the {words(what)}{item} in the last answer." if what else
+                      ", and tell me exactly what the last call said.")
+
+
+def seed_calls(steps: list[Step]) -> list[ToolCall]:
+    """The seeding calls that worked, as tool calls (kept with the world for the record)."""
+    return [ToolCall(name=s.tool, arguments=s.arguments) for s in steps if s.error is None]
