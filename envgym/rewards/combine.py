@@ -8,6 +8,7 @@ episodes of one task with it (the trainer's groups, eval's runs of a task).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -83,6 +84,11 @@ class JudgedReward:
     `judge` is `envgym.rewards.judge.RelativeJudge` or anything with its `score_group(trajectories, tools)`
     returning a result with `values` and `status`. A group the judge cannot score (identical trajectories, a failed
     reply) keeps its verifiable rewards, by `combine_rewards`' rule; `failures` counts failed replies.
+
+    With `validate` (the default) the judge is checked before its first score is used: it ranks the labelled set
+    of `envgym.rewards.judge_check` (`labelled`, built from the bundled tasks when None). A judge that ranks no
+    better than chance is reported uninformative with a warning and its weight set to 0: every episode then gets its
+    verifiable reward, rather than the same judge score for all. `check` holds the outcome.
     """
 
     judge: Any
@@ -90,14 +96,30 @@ class JudgedReward:
     judge_weight: float = 0.5
     name: str = "judge"
     failures: int = 0
+    validate: bool = True
+    labelled: Sequence[Any] | None = None
+    check: Any = None  # envgym.rewards.judge_check.JudgeCheck, once validated
 
     def score(self, episodes: Sequence[Scored]) -> list[float]:
+        if self.validate and self.check is None:
+            self._validate()
+        if self.judge_weight == 0.0 and self.mode == "verifiable":
+            return [e.reward for e in episodes]
         result = self.judge.score_group([e.messages for e in episodes], episodes[0].tools)
         if result.values is None and result.status == "failed":
             self.failures += 1
         judged: Sequence[float | None] = result.values if result.values is not None else [None] * len(episodes)
         return [combine_rewards(e.reward, None if j is None else float(j), self.mode, judge_weight=self.judge_weight)
                 for e, j in zip(episodes, judged, strict=True)]
+
+    def _validate(self) -> None:
+        from envgym.rewards.judge_check import check_judge, labelled_groups
+
+        self.check = check_judge(self.judge, self.labelled if self.labelled is not None else labelled_groups())
+        if not self.check.informative:
+            warnings.warn(f"{self.name}: {self.check.summary()}; its weight is set to 0 (verifiable reward only)",
+                          stacklevel=3)
+            self.mode, self.judge_weight = "verifiable", 0.0
 
 
 @dataclass

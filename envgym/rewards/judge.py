@@ -34,7 +34,7 @@ from envgym.rewards.judge_prompt import (
 )
 
 # Bump when the prompt, the reply schema or the cache entry format changes: old cache entries stop matching.
-JUDGE_SCHEMA_VERSION = 1
+JUDGE_SCHEMA_VERSION = 2  # 2: trajectory text escaped (judge_prompt.escape_text)
 
 @runtime_checkable
 class GuidedScoreModel(Protocol):

@@ -1,4 +1,11 @@
-"""The relative judge's prompt and reply: rendering a group of trajectories, and parsing the scores strictly."""
+"""The relative judge's prompt and reply: rendering a group of trajectories, and parsing the scores strictly.
+
+Every text of a trajectory (what the agent wrote, tool results, the user's turns) goes through `escape_text` before
+it enters the prompt: `&`, `<`, `>`, `[` and `]` become character references. So no text can become a special token
+of the judge's chat template (`<|im_start|>` is written `&lt;|im_start|&gt;`), close or open a `<trajectory>`
+block, or forge one of the renderer's own line markers (`[tool result ...]`, `[user]`, `[assistant calls ...]`):
+those are written by `render_message` alone.
+"""
 
 from __future__ import annotations
 
@@ -82,6 +89,15 @@ def shared_prefix_length(trajectories: Sequence[Sequence[Message]]) -> int:
     return n
 
 
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "&#91;", "]": "&#93;"})
+
+
+def escape_text(text: str) -> str:
+    """`text` with the characters that spell special tokens, prompt tags and line markers escaped (see the module
+    docstring); reversible, so nothing the judge should read is lost."""
+    return text.translate(_ESCAPES)
+
+
 def _arguments_text(arguments: Any) -> str:
     if isinstance(arguments, str):
         return arguments
@@ -89,17 +105,18 @@ def _arguments_text(arguments: Any) -> str:
 
 
 def render_message(message: Message) -> str:
-    """One message as compact text for the judge: role, content and any tool calls."""
-    role = str(message.get("role", "?"))
+    """One message as compact text for the judge: role, content and any tool calls, every text escaped."""
+    role = escape_text(str(message.get("role", "?")))
     content = message.get("content")
-    text = content if isinstance(content, str) else ("" if content is None else json.dumps(content))
+    text = escape_text(content if isinstance(content, str) else ("" if content is None else json.dumps(content)))
     if role == "tool":
-        return f"[tool result {message.get('name', '')}] {text}".rstrip()
+        return f"[tool result {escape_text(str(message.get('name', '')))}] {text}".rstrip()
     calls = message.get("tool_calls") or []
     lines = [f"[{role}] {text}".rstrip()] if text or not calls else []
     for call in calls:
         fn = call.get("function", call) if isinstance(call, dict) else {}
-        lines.append(f"[{role} calls {fn.get('name', '?')}] {_arguments_text(fn.get('arguments', {}))}")
+        name, arguments = escape_text(str(fn.get("name", "?"))), escape_text(_arguments_text(fn.get("arguments", {})))
+        lines.append(f"[{role} calls {name}] {arguments}")
     return "\n".join(lines)
 
 
@@ -109,7 +126,7 @@ def render_tools(tools: Sequence[dict[str, Any]]) -> str:
     for tool in tools:
         fn = tool.get("function", tool)
         params = ", ".join((fn.get("parameters") or {}).get("properties") or {})
-        lines.append(f"{fn.get('name', '?')}({params}): {fn.get('description', '')}".rstrip())
+        lines.append(escape_text(f"{fn.get('name', '?')}({params}): {fn.get('description', '')}".rstrip()))
     return "\n".join(lines)
 
 
