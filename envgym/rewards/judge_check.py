@@ -98,16 +98,16 @@ def labelled_groups(tasks_per_env: int = 5, envs: Sequence[str] = ("retail", "tr
     hacks = ["wrong-then-right", "echo-flood", "hedge"]
     for name in envs:
         env = gym.make(f"envgym/{name}-v0", failure_rate=0.0)
-        data = env.unwrapped.data
+        data = env.unwrapped.data  # type: ignore[attr-defined]
         writes = {t.name for t in data.world.tools if not t.read_only}
         tasks = [t for t in data.tasks if any(c.name in writes for c in t.solution)][:tasks_per_env]
         for index, task in enumerate(tasks):
             options = {"task_id": task.id}
             oracle = run_episode(env, OraclePolicy(data), seed=0, options=options)
             partial = EpisodeRun(env, seed=0, options=options)
-            policy = OraclePolicy(data)
+            oracle_turns = OraclePolicy(data)
             while not partial.done and task.solution[_calls_made(partial)].name not in writes:
-                partial.step(policy.act(partial.obs, partial.info))
+                partial.step(oracle_turns.act(partial.obs, partial.info))
             while not partial.done:
                 partial.step(f"I cannot finish this, sorry. {STOP}")
             nothing = run_episode(env, RefusePolicy(), seed=0, options=options)
@@ -115,8 +115,8 @@ def labelled_groups(tasks_per_env: int = 5, envs: Sequence[str] = ("retail", "tr
             if hack == "hedge" and not task.answers:
                 hack = "wrong-then-right"
             # A short flood: the set is for judges, whose prompts must stay small.
-            policy = EchoFloodPolicy(data, copies=2) if hack == "echo-flood" else REWARD_HACKS[hack](data, 0)
-            hacked = run_episode(env, policy, seed=0, options=options)
+            hacker = EchoFloodPolicy(data, copies=2) if hack == "echo-flood" else REWARD_HACKS[hack](data, 0)
+            hacked = run_episode(env, hacker, seed=0, options=options)
             runs = [oracle, partial.trajectory, nothing, hacked]
             groups.append(LabelledGroup(task.id, [t.messages for t in runs], oracle.tools,
                                         [LABELS[k] for k in ("oracle", "partial", "do-nothing", "hacked")],
