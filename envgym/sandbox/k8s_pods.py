@@ -223,7 +223,8 @@ def pod_body(
         "metadata": {
             "name": f"envgym-sbx-{sandbox_id}",
             "namespace": namespace,
-            "labels": {**meta.get("labels", {}), **labels},
+            # The template's labels (envgym.io/role: sandbox) win over the spec's: the network policies select on them.
+            "labels": {**labels, **meta.get("labels", {})},
             "annotations": {**meta.get("annotations", {}), LABEL_OWNER: process},
             "ownerReferences": [owner],
         },

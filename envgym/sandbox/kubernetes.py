@@ -163,14 +163,10 @@ class KubernetesBackend:
             ):
                 self._delete_pod(meta["name"])
                 removed.append(info.sandbox_id)
-        # Token Secrets whose pod is gone (deleted above, garbage-collected, or never created).
-        live = {p.sandbox_id for p in self.list_sandboxes()}
-        found = self.core.list_namespaced_secret(
-            self.namespace, label_selector=f"{LABEL_MANAGED_BY}={MANAGED_BY}"
-        )
-        for secret in self.api_client.sanitize_for_serialization(found)["items"]:
-            if secret["metadata"].get("labels", {}).get(LABEL_SANDBOX_ID) not in live:
-                self._delete_secret(secret["metadata"]["name"])
+        # The token Secrets of the pods deleted above, by name: the controller may not list Secrets (a list returns
+        # their data). A Secret whose pod never started is owned by its run's ConfigMap and goes with it.
+        for sandbox_id in removed:
+            self._delete_secret(secret_name(sandbox_id))
         if run_id is not None:
             self.end_run(run_id)
         return removed

@@ -7,6 +7,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 DEFAULT_IMAGE = "envgym-sandbox:latest"
+RESERVED_LABEL_PREFIXES = ("envgym.io/", "envgym.")
+"""Label keys a SandboxSpec may not set: the network policies and the reaper select on them."""
 
 
 class SandboxSpec(BaseModel):
@@ -39,7 +41,23 @@ class SandboxSpec(BaseModel):
     timeout_s: float = Field(60.0, gt=0, description="Default per-command timeout.")
     max_output_bytes: int = Field(1 << 20, ge=1, description="Default cap on stdout and on stderr, each.")
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables for commands.")
-    labels: dict[str, str] = Field(default_factory=dict, description="Extra labels for the backend object.")
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra labels for the backend object; keys under envgym.io/ and envgym. are reserved (the "
+        "NetworkPolicies select on envgym.io/role and envgym.io/sandbox-client, the reaper on envgym.*).",
+    )
+
+    @field_validator("labels")
+    @classmethod
+    def _no_reserved_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        reserved = sorted(k for k in value if k.startswith(RESERVED_LABEL_PREFIXES))
+        if reserved:
+            raise ValueError(
+                f"labels: {', '.join(reserved)} reserved (keys under {' and '.join(RESERVED_LABEL_PREFIXES)} are "
+                "envgym's own: a sandbox labelled envgym.io/role or envgym.io/sandbox-client would change which "
+                "network policies apply to it)"
+            )
+        return value
 
     @field_validator("network")
     @classmethod

@@ -222,6 +222,25 @@ def default_deny_violations(docs: list[Doc]) -> list[str]:
         for i, rule in enumerate(d["spec"].get("egress", [])):
             if not rule.get("to") and not rule.get("ports"):
                 out.append(f"{name_of(d)}: egress rule {i} allows every destination on every port")
+            elif not rule.get("to"):  # issue 41: clients reached any address on 443 and 6443
+                ports = ", ".join(str(p.get("port", "any")) for p in rule["ports"])
+                out.append(f"{name_of(d)}: egress rule {i} allows every destination on port {ports}")
+            elif any(peer.get("ipBlock", {}).get("cidr", "").endswith("/0") for peer in rule["to"]):
+                out.append(f"{name_of(d)}: egress rule {i} allows every address (an ipBlock /0)")
+    return out
+
+
+def secret_read_violations(docs: list[Doc]) -> list[str]:
+    """No Role or ClusterRole may get, list or watch Secrets: a list returns every Secret's data, tokens included."""
+    out: list[str] = []
+    for d in docs:
+        if d["kind"] not in ("Role", "ClusterRole"):
+            continue
+        for rule in d.get("rules", []):
+            if {"secrets", "*"} & set(rule.get("resources", [])):
+                reading = sorted({"get", "list", "watch", "*"} & set(rule.get("verbs", [])))
+                if reading:
+                    out.append(f"{name_of(d)}: may {', '.join(reading)} Secrets (their data)")
     return out
 
 
@@ -397,6 +416,7 @@ def all_violations(docs: list[Doc]) -> list[str]:
         + egress_violations(docs)
         + namespace_violations(docs)
         + default_deny_violations(docs)
+        + secret_read_violations(docs)
         + session_violations(docs)
         + autoscaling_violations(docs)
         + quota_violations(docs)

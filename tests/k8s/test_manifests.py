@@ -34,6 +34,7 @@ from .manifest_checks import (
     resource_violations,
     schema_violations,
     secret_env_violations,
+    secret_read_violations,
     session_violations,
 )
 from .trainer_checks import trainer_violations
@@ -204,6 +205,25 @@ def test_policy_catches_a_namespace_without_default_deny_and_an_open_egress_rule
     opened = copy.deepcopy(rendered)
     _find(opened, "NetworkPolicy", "envgym-sandbox-client-egress")["spec"]["egress"].append({})
     assert any("every destination on every port" in v for v in default_deny_violations(opened))
+
+
+def test_sandbox_clients_reach_the_api_server_and_named_services_only(rendered: list[dict]) -> None:
+    rules = _find(rendered, "NetworkPolicy", "envgym-sandbox-client-egress")["spec"]["egress"]
+    assert all(rule.get("to") for rule in rules)
+    opened = copy.deepcopy(rendered)  # the rule issue 41 found: any address on 443 and 6443
+    _find(opened, "NetworkPolicy", "envgym-sandbox-client-egress")["spec"]["egress"].append(
+        {"ports": [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]})
+    assert any("every destination on port 443, 6443" in v for v in default_deny_violations(opened))
+
+
+def test_no_role_can_read_secrets_back(rendered: list[dict]) -> None:
+    assert secret_read_violations(rendered) == []
+    rules = {r["resources"][0]: set(r["verbs"]) for r in _find(rendered, "Role", "envgym-controller")["rules"]}
+    assert rules["secrets"] == {"create", "delete"}
+    listing = copy.deepcopy(rendered)
+    _find(listing, "Role", "envgym-controller")["rules"].append(
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["list", "watch"]})
+    assert any("may list, watch Secrets" in v for v in secret_read_violations(listing))
 
 
 def test_policy_catches_a_headless_env_server_service_without_affinity(rendered: list[dict]) -> None:

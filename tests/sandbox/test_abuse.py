@@ -280,3 +280,26 @@ def test_code_in_a_docker_sandbox_cannot_read_the_servers_memory() -> None:
     with get_backend("docker").create(SandboxSpec(memory_mb=128, pids=64, ttl_s=120, timeout_s=30)) as box:
         result = box.exec(["python3", "-c", _READ_SERVER_MEMORY])
     assert result.stdout.split("\n")[:2] == ["mem refused 13", "environ refused 13"], result.stdout + result.stderr
+
+
+# -- finding 4: labels a SandboxSpec may not set ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["envgym.io/role", "envgym.io/sandbox-client", "envgym.run-id"])
+def test_a_sandbox_spec_cannot_set_reserved_labels(key: str) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="reserved"):
+        SandboxSpec(labels={key: "true"})
+
+
+def test_a_pod_keeps_its_templates_role_whatever_labels_reach_it() -> None:
+    from envgym.sandbox.k8s_pods import pod_body
+
+    template = {"metadata": {"labels": {"envgym.io/role": "sandbox"}},
+                "spec": {"containers": [{"name": "server", "args": []}],
+                         "volumes": [{"name": "envgym-token-secret", "secret": {"secretName": "x"}}]}}
+    spec = SandboxSpec.model_construct(**{**SandboxSpec().model_dump(), "labels": {"envgym.io/role": "trainer"}})
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}
+    pod = pod_body(template, "t", "ns", spec, sandbox_id="abc", run_id="r", env_id=None, owner=owner)
+    assert pod["metadata"]["labels"]["envgym.io/role"] == "sandbox"
