@@ -222,7 +222,9 @@ def validate_tools(world: WorldSpec, state: WorldState, domain: DomainModel | No
             out[tool.name].update(agreement_checks(world, domain, executor, call[1], tool, call[0], entity,
                                                    operator))
     if world.mechanisms:
-        composed = fuzz(world, COMPOSED_CALLS, seed=len(world.tools)).violation is None
+        # Invariants every 20 calls: a broken one stays broken (each mechanism's own test checks every call).
+        composed = fuzz(world, COMPOSED_CALLS, seed=len(world.tools), check_every=20,
+                        check_reads=False).violation is None
         for tool in world.tools:
             if tool.mechanism is not None:
                 out[tool.name]["composed_invariants"] = composed
