@@ -31,6 +31,9 @@ iff
    `extra_values`, which is 0 unless the task declares it with an `extra_reason`. So "671.93, or maybe 47.17, or
    464.14" fails a money answer: one value per asked fact.
 
+4. no expected value was said by the user: ``E & U`` is empty. A fact the user gave (in the request or in answer
+   to a question) is no answer the agent found, and a task whose answer the user states pays nothing for echoing it.
+
 `answers` passes iff every type passes. An honest final reply may repeat what the user said; a reply that hedges
 between candidate statuses, prices, flight numbers or event locations fails.
 """
@@ -91,10 +94,12 @@ class TypeVerdict:
     wrong_choices: frozenset[str]
     extra: frozenset[str]
     allowed_extra: int = 0  # the answers' declared `extra_values`
+    stated: frozenset[str] = frozenset()  # expected values the user said: saying them back shows nothing
 
     @property
     def ok(self) -> bool:
-        return not self.missing and not self.wrong_choices and len(self.extra) <= self.allowed_extra
+        return (not self.missing and not self.stated and not self.wrong_choices
+                and len(self.extra) <= self.allowed_extra)
 
 
 def expected_value(answer: Answer) -> str:
@@ -153,6 +158,7 @@ def check_type(kind: AnswerType, answers: list[Answer], replies: list[str], user
         wrong_choices=frozenset((offered & choices) - expected - told),
         extra=frozenset(offered - expected - told - choices),
         allowed_extra=sum(a.extra_values for a in answers),
+        stated=frozenset(expected & told),
     )
 
 
