@@ -6,8 +6,8 @@ Each variant runs in a fresh process: an `EnvHost` (what a worker of `envgym ser
 resets them, then steps them in turn for `--seconds` (an episode that ends is reset), as fast as one thread can.
 Every collection is timed through `gc.callbacks`. Printed per variant: full (generation 2) collections and their
 longest pause, the longest generation-1 pause, the share of the time spent collecting, and steps/s; then the
-ratio of the longest full pause without the keeper to the one with it. The numbers depend on the machine's load,
-which is printed with them.
+ratio of the collector's share of the time without the keeper to the share with it (the default keeper; also run:
+the keeper with CPython's young threshold). The numbers depend on the machine's load, which is printed with them.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from rich.table import Table
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ACTION = "Let me think about it."
-# name -> HeapKeeper's young-generation threshold (None: CPython's 700), or no keeper at all
+# name -> (with a HeapKeeper, its young-generation threshold: None keeps CPython's 700); "keeper" is the default one
 VARIANTS: dict[str, tuple[bool, int | None]] = {
     "default": (False, None),
-    "keeper": (True, None),
-    "keeper_gen0_10k": (True, 10_000),
+    "keeper_gen0_700": (True, None),
+    "keeper": (True, 10_000),
 }
 
 
@@ -100,13 +100,12 @@ def main() -> int:
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
         out = subprocess.run(argv, capture_output=True, text=True, check=True, env=env)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    before, after = rows[0], rows[1]
-    def longest(row: dict[str, Any]) -> float:
-        return max(row["full_pause_max_ms"], row["gen1_pause_max_ms"], row["gen0_pause_max_ms"], 0.1)
-
-    ratio = longest(before) / longest(after)
+    before, after = rows[0], rows[-1]
+    # The share of time spent collecting, not the longest pause: on a loaded machine a pause's wall time is mostly
+    # the process waiting for a core, while the share sums every collection.
+    ratio = before["gc_time_share"] / max(after["gc_time_share"], 0.001)
     record = {
-        "metric": f"longest collector pause, {args.sessions} {args.env} sessions, default / keeper",
+        "metric": f"collector's share of the time, {args.sessions} {args.env} sessions, default / keeper",
         "value": round(ratio, 2),
         "goal": "> 1 (shorter with the keeper)",
         "variants": rows,
@@ -120,7 +119,7 @@ def main() -> int:
     for row in rows:
         table.add_row(*(str(v) for v in row.values()))
     Console().print(table)
-    print(f"longest pause of any generation, default / keeper: {ratio:.2f}x; load {load_before} -> {os.getloadavg()}")
+    print(f"collector's share of the time, default / keeper: {ratio:.2f}x; load {load_before} -> {os.getloadavg()}")
     return 0
 
 

@@ -11,8 +11,8 @@ on one server per environment (the sessions of a level stay open for the next on
 
 Printed per level: the server's resident memory (front and workers) and MiB per session (over the server idle
 before its first session), offered and achieved calls/s (offered: sessions / period), p50/p99 latency of steps and
-of resets, errors by kind, and the 1-minute load average at the end of the window (the machine is rarely idle: say
-so with the numbers). `--json` prints one record per level and a final line with metric/value/goal: the worst p99
+of resets, errors by kind, CPU ms per call of the server and of the clients over the window, and the 1-minute load
+average at the end of the window (the machine is rarely idle: say so with the numbers). `--json` prints one record per level and a final line with metric/value/goal: the worst p99
 (step or reset) at the largest level of the first environment.
 """
 
@@ -34,7 +34,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
-from serving import ACTION, rss_mb, start_server  # benchmarks/serving.py
+from serving import ACTION, cpu_s, rss_mb, start_server  # benchmarks/serving.py
 
 # This checkout's envgym in the client processes too (spawned children inherit sys.path).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -47,7 +47,7 @@ HEADERS = {
     "env": "env", "sessions": "sessions", "rss_mib": "RSS MiB", "mib_per_session": "MiB/session",
     "offered_calls_per_s": "offered/s", "achieved_calls_per_s": "achieved/s", "step_p50_ms": "step p50",
     "step_p99_ms": "step p99", "reset_p50_ms": "reset p50", "reset_p99_ms": "reset p99", "errors": "errors",
-    "load_1min": "load",
+    "server_cpu_ms_per_call": "server CPU ms/call", "client_cpu_ms_per_call": "client CPU ms/call", "load_1min": "load",
 }  # fmt: skip
 
 
@@ -166,13 +166,21 @@ def run_env(env: str, args: argparse.Namespace, progress: Progress) -> list[dict
             progress.update(task, description=f"{env}: {level} sessions, {args.warmup + args.seconds:g} s")
             for pipe in pipes:
                 pipe.send("go")
+            time.sleep(args.warmup)
+            client_pids = [proc.pid for proc in procs if proc.pid is not None]
+            cpu_before = [sum(cpu_s(pid) for pid in pids), sum(cpu_s(pid) for pid in client_pids)]
             results = [pipe.recv() for pipe in pipes]
+            cpu_used = [
+                sum(cpu_s(pid) for pid in pids) - cpu_before[0],
+                sum(cpu_s(pid) for pid in client_pids) - cpu_before[1],
+            ]
             rss = sum(rss_mb(pid) for pid in pids)
             steps = [x for r in results for x in r["latencies"]["step"]]
             resets = [x for r in results for x in r["latencies"]["reset"]]
             errors: Counter[str] = Counter()
             for r in results:
                 errors.update(r["errors"])
+            calls = len(steps) + len(resets) + sum(errors.values())
             rows.append({
                 "env": env,
                 "sessions": level,
@@ -180,12 +188,16 @@ def run_env(env: str, args: argparse.Namespace, progress: Progress) -> list[dict
                 "rss_mib": round(rss, 1),
                 "mib_per_session": round((rss - idle) / level, 3),
                 "offered_calls_per_s": round(level / args.period, 1),
-                "achieved_calls_per_s": round((len(steps) + len(resets) + sum(errors.values())) / args.seconds, 1),
+                "achieved_calls_per_s": round(calls / args.seconds, 1),
                 "step_p50_ms": percentile(steps, 0.5),
                 "step_p99_ms": percentile(steps, 0.99),
                 "reset_p50_ms": percentile(resets, 0.5),
                 "reset_p99_ms": percentile(resets, 0.99),
                 "errors": dict(errors),
+                # CPU per call in the window (server: front and workers; clients: the load generator): what the
+                # level would need of an idle machine, whatever share of a loaded one it got.
+                "server_cpu_ms_per_call": round(1000 * cpu_used[0] / max(calls, 1), 3),
+                "client_cpu_ms_per_call": round(1000 * cpu_used[1] / max(calls, 1), 3),
                 "load_1min": round(os.getloadavg()[0], 2),
             })  # fmt: skip
             progress.advance(task)
