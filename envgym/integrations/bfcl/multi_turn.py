@@ -145,7 +145,8 @@ class BfclMultiTurnEnv(BfclEnvBase):
         if refusal is not None:
             info = self._info([])
             info["action_error"] = "action_too_long"
-            return refusal, 0.0, False, self._truncate(info), info
+            truncated = self._out_of_steps()
+            return refusal, self._finish(info) if truncated else 0.0, False, truncated, info
         message, calls = parse_action(action, id_prefix=f"call_{self.steps}_", fmt=self.tool_format)
         self.messages.append(message)
         new: list[dict[str, Any]] = []
@@ -174,7 +175,7 @@ class BfclMultiTurnEnv(BfclEnvBase):
                 terminated = not turn_messages
         self.messages.extend(new)
         info = self._info(errors)
-        truncated = not terminated and self._truncate(info)
+        truncated = not terminated and self._out_of_steps()
         reward = 0.0
         if terminated or truncated:
             reward = self._finish(info)
@@ -205,7 +206,7 @@ class BfclMultiTurnEnv(BfclEnvBase):
         self.decoded.append([])
         return self._turn_messages(self.turn)
 
-    def _truncate(self, info: dict[str, Any]) -> bool:
+    def _out_of_steps(self) -> bool:
         return self.max_steps is not None and self.steps >= self.max_steps
 
     def _finish(self, info: dict[str, Any]) -> float:

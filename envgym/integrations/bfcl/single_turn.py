@@ -62,9 +62,7 @@ class BfclEnv(BfclEnvBase):
             info = self._info()
             info["action_error"] = "action_too_long"
             truncated = self.max_steps is not None and self.steps >= self.max_steps
-            if truncated:
-                self._grade(None, info)
-            return refusal, 0.0, False, truncated, info
+            return refusal, self._grade(None, info) if truncated else 0.0, False, truncated, info
         message, calls = parse_action(action, id_prefix=f"call_{self.steps}_", fmt=self.tool_format)
         self.messages.append(message)
         info = self._info()
