@@ -208,6 +208,22 @@ def hostile_client(attack: Callable[[], str], stop: threading.Event, tally: Tall
         time.sleep(HOSTILE_PAUSE_S)
 
 
+def hostile_process(url: str, token: str, hostile: int, stop: Any, out: Any) -> None:
+    """The hostile clients, in a process of their own: their threads must not take the valid clients' GIL (which
+    would count client-side waits as server latency)."""
+    tally, stop_threads = Tally(), threading.Event()
+    attacks = Attacks(url, token).all()
+    threads = [threading.Thread(target=hostile_client, args=(attacks[i % len(attacks)], stop_threads, tally),
+                                daemon=True) for i in range(hostile)]
+    for thread in threads:
+        thread.start()
+    stop.wait()
+    stop_threads.set()
+    for thread in threads:
+        thread.join(60)
+    out.put(dict(tally.hostile))
+
+
 def server_rss_mb(server: Server) -> float:
     pids = {server.proc.pid, *server.worker_pids()}
     total = 0.0
@@ -224,12 +240,16 @@ def p99_ms(latencies: list[float]) -> float:
 
 def run_phase(server: Server, token: str, valid: int, hostile: int, seconds: float, sample_s: float,
               progress: Progress, label: str) -> dict[str, Any]:
+    import multiprocessing
+
     tally, stop = Tally(), threading.Event()
-    attacks = Attacks(server.url, token).all()
     threads = [threading.Thread(target=valid_client, args=(server.url, token, i, stop, tally), daemon=True)
                for i in range(valid)]
-    threads += [threading.Thread(target=hostile_client, args=(attacks[i % len(attacks)], stop, tally), daemon=True)
-                for i in range(hostile)]
+    context = multiprocessing.get_context("spawn")
+    stop_hostile, hostile_out = context.Event(), context.Queue()
+    attacker = context.Process(target=hostile_process, args=(server.url, token, hostile, stop_hostile, hostile_out))
+    if hostile:
+        attacker.start()
     for thread in threads:
         thread.start()
     task = progress.add_task(label, total=seconds)
@@ -240,8 +260,12 @@ def run_phase(server: Server, token: str, valid: int, hostile: int, seconds: flo
         progress.update(task, completed=elapsed)
         time.sleep(min(sample_s, max(0.0, seconds - elapsed)))
     stop.set()
+    stop_hostile.set()
     for thread in threads:
         thread.join(60)
+    if hostile:
+        tally.hostile.update(hostile_out.get(timeout=120))
+        attacker.join(60)
     progress.update(task, completed=seconds)
     rss.append((round(time.monotonic() - started, 1), server_rss_mb(server)))
     lat = tally.latencies
