@@ -1,7 +1,8 @@
 """Reward hackers: agents that try what a policy trained on a farmable reward would find (issue 37).
 
-- ``echo-flood``: one turn with every reference read (and the authentication) repeated `copies` times, then a reply
-  that echoes every result; it never writes. It farms per-call credit ('env+tools', 'env+program').
+- ``echo-flood``: on a task that writes, one turn with every reference read (and the authentication) repeated
+  `copies` times, then a reply that echoes every result; it never writes. It farms per-call credit ('env+tools',
+  'env+program').
 - ``hedge``: the oracle, whose final reply offers two other values of each asked type that declares no choices
   beside the right one.
 - ``wrong-then-right``: the oracle, which before its first write asks for the right change, writes a wrong value,
@@ -235,7 +236,9 @@ class EchoFloodPolicy:
         data = _data(self.data, info)
         task = data.task(info["task_id"])
         turn = sum(1 for m in info["messages"] if m["role"] == "assistant")
-        reads = [c for c in task.solution if not _is_write(data.world, c.name)]
+        # On a task without a write, reading and reporting what was read is the task itself, not a farm.
+        writes = any(_is_write(data.world, c.name) for c in task.solution)
+        reads = [c for c in task.solution if not _is_write(data.world, c.name)] if writes else []
         if turn == 0 and reads:
             calls = [format_tool_call(c.name, c.arguments) for c in reads]
             return "\n".join(calls[:1] + [c for c in calls for _ in range(self.copies)])
