@@ -159,3 +159,13 @@ def test_unknown_categories_and_tasks_are_named() -> None:
         gym.make(MULTI, task="multi_turn_base_9999")
     with pytest.raises(Exception, match="not a task of bfcl-multi-turn"):
         gym.make(MULTI, task="simple_python_0")
+
+
+def test_episodes_leave_no_backends_in_bfcls_executor() -> None:
+    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
+
+    env = gym.make(MULTI, task="multi_turn_base_5")
+    for _ in range(2):
+        env.reset()
+        play(env, multi_turn_actions(multi_turn_calls("multi_turn_base_5")))
+    assert not [k for k in vars(multi_turn_utils) if k.startswith("envgym_")]
