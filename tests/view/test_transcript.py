@@ -108,3 +108,39 @@ def test_a_bad_trajectory_line_names_file_and_line(tmp_path: Path) -> None:
     path.write_text('{"env_name": "retail", "task_id": "x", "messages": []}\n{"env_name": "retail"}\n')
     with pytest.raises(RecordError, match=r"t.jsonl:2: no 'messages'"):
         read_records(path)
+
+
+WORKSPACE = load_environment(str(find_env_dir("workspace")))
+
+
+def test_a_call_the_guard_refused_shows_its_reasons_at_the_call() -> None:
+    from envgym.play.policies import AttackerPolicy
+
+    env = ToolWorldEnv(data=WORKSPACE)
+    assert env.security.attacks is not None
+    attack = env.security.attacks.attack_ids()[0]
+    trajectory = run_episode(env, AttackerPolicy(env), seed=0,
+                             options={"task_id": WORKSPACE.tasks[0].id, "attack": attack})
+    assert trajectory.guard and not trajectory.guard[0]["approved"]
+    record = record_from_trajectory(trajectory)
+    why = explain(record, WORKSPACE)
+    assert why.replay_note is None and why.guard[0]["reasons"]
+    out = io.StringIO()
+    print_transcript(Console(file=out, width=400, color_system=None), record, why)
+    held = f"⚑ guard held {why.guard[0]['tool']} (denied): {why.guard[0]['reasons'][0]}"
+    assert held in out.getvalue()
+
+
+def test_a_held_call_that_was_approved_replays_to_its_effect_on_the_world() -> None:
+    from envgym.play.policies import AttackerPolicy
+
+    env = ToolWorldEnv(data=WORKSPACE, confirm=lambda verdict: True)  # whoever confirms says yes to everything
+    assert env.security.attacks is not None
+    attack = env.security.attacks.attack_ids()[0]
+    trajectory = run_episode(env, AttackerPolicy(env), seed=0,
+                             options={"task_id": WORKSPACE.tasks[0].id, "attack": attack})
+    assert trajectory.guard and all(h["approved"] for h in trajectory.guard)
+    why = explain(record_from_trajectory(trajectory), WORKSPACE)
+    assert why.replay_note is None and [h["approved"] for h in why.guard] == [True] * len(trajectory.guard)
+    assert all(h["reasons"] for h in why.guard)
+    assert any(change["kind"] == "extra" for change in why.diff)  # what the approved call added to the world
