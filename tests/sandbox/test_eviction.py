@@ -1,4 +1,4 @@
-"""At the connection limit the server evicts the connection idle longest, never one whose request has arrived."""
+"""At the connection limit the server evicts the connection idle longest, not one whose request has come."""
 
 from __future__ import annotations
 
