@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_json
 
 from envgym.sandbox.errors import BudgetExceededError, EnvHostError, InvalidRequestError, NotFoundError
+from envgym.sandbox.heap import HeapKeeper
 from envgym.sandbox.limits import EPISODE_LIMITS, EpisodeLimits
 from envgym.sandbox.waits import WaitWatch
 from envgym.sandbox.wire import EnvCreate, EnvResetResult, EnvSessionInfo, EnvStepResult, HeldInfo
@@ -186,8 +187,12 @@ class EnvHost:
         max_sessions: int = 4096,
         worlds_dir: str | None = None,
         session_prefix: str = "",
+        heap: HeapKeeper | None = None,
     ) -> None:
         self.env_id = env_id
+        # `envgym serve` hands its sessions' host a HeapKeeper (short collector pauses); in-process hosts keep the
+        # collector as it is.
+        self.heap = heap
         # A sandbox's own uploads: environment folders the operator put there (`envgym.sandboxed`). Only a full
         # sandbox sets it: whoever holds its token can exec anyway, while an env server never loads a client's path.
         self.worlds_dir = worlds_dir
@@ -225,9 +230,12 @@ class EnvHost:
             session_id = self.session_prefix + secrets.token_hex(8)
             with self._lock:
                 self._sessions[session_id] = _EnvSession(env, env_id)
+                live = len(self._sessions)
         finally:
             with self._lock:
                 self._creating -= 1
+        if self.heap is not None:
+            self.heap.created(live)
         from envgym.spaces import UnsupportedSpaceError, describe_space
 
         try:
@@ -327,6 +335,8 @@ class EnvHost:
         if session is None:
             raise NotFoundError(f"no env session {session_id!r}")
         session.env.close()
+        if self.heap is not None:
+            self.heap.closed(1, len(self._sessions))
 
     def reap_idle(self) -> int:
         """Close sessions unused for longer than `idle_s`; returns how many were closed."""
@@ -336,6 +346,8 @@ class EnvHost:
             closed = [self._sessions.pop(sid) for sid in stale]
         for session in closed:
             session.env.close()
+        if closed and self.heap is not None:
+            self.heap.closed(len(closed), len(self._sessions))
         return len(closed)
 
     def session_count(self) -> int:
