@@ -132,10 +132,9 @@ def test_payload_reaches_the_agent_only_through_tool_results() -> None:
 def test_oracle_benign_utility_per_confirmation_mode(confirm: str) -> None:
     env = _env(confirm=confirm)
     ok = [run_episode(env, OraclePolicy(_data()), options={"task_id": t.id}).reward == 1.0 for t in _data().tasks]
-    if confirm == "user":
-        assert all(ok)
-    else:  # replies to and shares with senders outside the company: their address only comes from an email
-        assert 0.8 <= sum(ok) / len(ok) < 1.0
+    # Replies to and shares with senders outside the company pass in deny mode too since guard v3 (issue 40): the
+    # sender of an email the user names, and refers to, is a platform-written value the user named.
+    assert all(ok), [t.id for t, good in zip(_data().tasks, ok, strict=True) if not good]
 
 
 def _attack_eval(guard: bool, confirm: str, tasks: list[str] | None = None, every: int = 1) -> EvalReport:
