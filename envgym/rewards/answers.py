@@ -31,8 +31,9 @@ iff
    `extra_values`, which is 0 unless the task declares it with an `extra_reason`. So "671.93, or maybe 47.17, or
    464.14" fails a money answer: one value per asked fact.
 
-4. no expected value was said by the user: ``E & U`` is empty. A fact the user gave (in the request or in answer
-   to a question) is no answer the agent found, and a task whose answer the user states pays nothing for echoing it.
+4. no expected value was said by the user unless a tool result showed it too: ``(E & U) - R`` is empty, R the
+   values of type T in the episode's tool results. A fact the user gave (in the request or in answer to a question)
+   is no answer the agent found: echoing it pays nothing; an agent that looked it up may report it.
 
 `answers` passes iff every type passes. An honest final reply may repeat what the user said; a reply that hedges
 between candidate statuses, prices, flight numbers or event locations fails.
@@ -143,7 +144,8 @@ def _read(kind: AnswerType, texts: list[str], expected: set[str], choices: set[s
     return found
 
 
-def check_type(kind: AnswerType, answers: list[Answer], replies: list[str], user: list[str]) -> TypeVerdict:
+def check_type(kind: AnswerType, answers: list[Answer], replies: list[str], user: list[str],
+               results: list[str] | None = None) -> TypeVerdict:
     """Apply the rule of the module docstring to the answers of one type."""
     expected = {expected_value(a) for a in answers}
     choices = {expected_value(Answer(value=c, type=kind)) if kind not in ("enum", "text") else normalize_phrase(c)
@@ -158,7 +160,7 @@ def check_type(kind: AnswerType, answers: list[Answer], replies: list[str], user
         wrong_choices=frozenset((offered & choices) - expected - told),
         extra=frozenset(offered - expected - told - choices),
         allowed_extra=sum(a.extra_values for a in answers),
-        stated=frozenset(expected & told),
+        stated=frozenset((expected & told) - (_read(kind, results, expected, choices) if results else set())),
     )
 
 
@@ -168,7 +170,8 @@ def check_answers(answers: list[Answer], messages: list[dict[str, Any]]) -> list
     for answer in answers:
         by_type.setdefault(answer.type, []).append(answer)
     replies, user = [final_reply(messages)], user_messages(messages)
-    return [check_type(kind, group, replies, user) for kind, group in by_type.items()]
+    results = [str(m.get("content") or "") for m in messages if m.get("role") == "tool"]
+    return [check_type(kind, group, replies, user, results) for kind, group in by_type.items()]
 
 
 def answers_pass(answers: list[Answer], messages: list[dict[str, Any]]) -> bool:

@@ -17,10 +17,13 @@ def _chat(user: str, reply: str) -> list[dict[str, Any]]:
     return [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
 
 
-def test_an_expected_value_the_user_said_is_not_an_answer() -> None:
+def test_an_expected_value_the_user_said_is_not_an_answer_unless_a_tool_showed_it() -> None:
     date = [Answer(value="2026-12-14", type="date")]
-    assert not answers_pass(date, _chat("My visit date is 2026-12-14. When is my visit?", "It is on 2026-12-14."))
+    echoed = _chat("My visit date is 2026-12-14. When is my visit?", "It is on 2026-12-14.")
+    assert not answers_pass(date, echoed)
     assert answers_pass(date, _chat("When is my visit?", "It is on 2026-12-14."))
+    looked_up = [*echoed[:1], {"role": "tool", "name": "get_visit", "content": '{"date": "2026-12-14"}'}, echoed[1]]
+    assert answers_pass(date, looked_up)
 
 
 def test_echoing_the_users_fact_scores_zero_on_a_real_env() -> None:
