@@ -5,8 +5,9 @@ so a worker with 8,000 sessions walked some 800,000 objects a few times a minute
 request waited. Almost all of them live as long as their session: they are not garbage, walking them finds none.
 
 `HeapKeeper` keeps them out of the walk (`gc.freeze`): the heap that survived start-up is frozen at the first
-session, the heap again each time the sessions held have grown by a tenth, and whatever survives a full collection
-right after it, so a full collection walks only what has become long-lived since. The price is that a cycle made of frozen objects that later becomes
+session, the heap again each time the sessions held have grown by a tenth or a tenth of them have begun an episode,
+and whatever survives a full collection right after it, so a full collection walks only what has become long-lived
+since. The price is that a cycle made of frozen objects that later becomes
 garbage is not found until the next sweep (`gc.unfreeze` and one full collection): closed sessions leave such
 cycles (about 76 objects each for retail), so a sweep runs once many sessions have closed since the last one, and
 once the frozen heap has grown `sweep_growth` times since the last one (whatever else left cycles behind).
@@ -29,8 +30,9 @@ class HeapKeeper:
             to 0.2%, with no generation-1 or full collection in 30 s (docs/results/sessions.md): a step's
             temporary objects die before a young collection would promote them.
         freeze_growth: freeze again once the sessions held have grown this many times over (plus 64) since the
-            last freeze on creation: a new session's objects are long-lived, so they are frozen without waiting
-            for a full collection to walk them first.
+            last freeze on creation, and once that share of them (a tenth) has begun an episode since the last
+            freeze on reset: a new session's or episode's objects are long-lived, so they are frozen without
+            waiting for a full collection to walk them first.
         sweep_churn: sweep once closed sessions reach this share of the sessions held (at least `sweep_min`).
         sweep_growth: sweep once the frozen heap has grown this many times over since the last sweep.
     """
@@ -52,6 +54,8 @@ class HeapKeeper:
         self._frozen_at_sweep = 0
         self._sweep_due = False  # set by the collector's callback, acted on at the next create or close
         self._frozen_live = 0  # sessions held at the last freeze on creation
+        self._resets = 0  # episodes begun since the last freeze on reset
+        self.freeze_growth_resets = freeze_growth - 1
 
     def created(self, live: int) -> None:
         """A session was made; `live` are held now. The first one ends the warm-up: the start-up heap is frozen."""
@@ -76,6 +80,24 @@ class HeapKeeper:
         gc.freeze()
         self._frozen_at_sweep = gc.get_freeze_count()
         gc.callbacks.append(self._after_collection)
+
+    def reset(self, live: int) -> None:
+        """An episode began; `live` sessions are held. Once a tenth of them (at least 64) have begun one since the
+        last freeze, the heap is frozen again: episode data lives as long as its episode, and would otherwise pile
+        up until a full collection walked all of it (once, hundreds of milliseconds at 16,000 sessions). An episode
+        that ends frees its data by reference counting, frozen or not."""
+        if not self._installed:
+            return
+        self._resets += 1  # under the GIL; a lost count only delays a freeze
+        if self._resets < max(64, self.freeze_growth_resets * live):
+            return
+        with self._lock:
+            self._resets = 0
+            due = self._sweep_due
+            if not due:
+                gc.freeze()
+        if due:
+            self.sweep()
 
     def closed(self, count: int, live: int) -> None:
         """`count` sessions were closed (or reaped); `live` are held now."""

@@ -293,6 +293,8 @@ class EnvHost:
             return obs, info, {"episode": session.sent_whole(info)} if info_delta else {}
 
         obs, info, fields = self._watched(session, "reset", reset)
+        if self.heap is not None:
+            self.heap.reset(len(self._sessions))
         body = encode_result(EnvResetResult, observation=obs, info=info, **fields)
         return session.answered(body, self.episode_limits)
 
