@@ -154,12 +154,14 @@ class GRPOConfig:
     reward: RewardKind = _knob(  # noqa: RUF009 (a field() factory)
         "env",
         "Reward source: the env's verifiable reward, the judge, both, 'env+tools' (the verifiable reward plus "
-        "tool_call_weight per needed tool call: partial credit that ranks the failed episodes of a group) or "
+        "tool_call_weight per credited tool call: partial credit that ranks the failed episodes of a group) or "
         "'env+program' (plus tool_call_weight per call of the task's reference solution made in its order, also in "
-        "episodes cut short). Success is still judged on the verifiable reward.",
+        "episodes cut short); a failed episode's credit keeps it below 1 (envgym.rewards.credit). Success is "
+        "still judged on the verifiable reward.",
     )
     tool_call_weight: float = _knob(
-        0.1, "With reward 'env+tools': the reward of each needed tool call; 'env+program': of each reference call made."
+        0.1, "With reward 'env+tools': the reward of each credited tool call; 'env+program': of each reference call "
+        "made."
     )
     judge_model: str = _knob("local", "Chat model spec of the judge (envgym.llm.load_chat_model).")
     judge_weight: float = _knob(0.5, "With reward 'env+judge': r = (1 - w) * env + w * judge.")

@@ -36,7 +36,7 @@ def test_failed_episodes_are_ranked_by_the_tool_calls_they_made_use_of() -> None
     group = [nothing, partway, done]
     assert EnvReward().score(group) == [0.0, 0.0, 1.0]
     scores = ProgressReward(weight=0.1).score(group)
-    assert scores == pytest.approx([t.reward + 0.1 * t.tool_calls_needed for t in group])
+    assert scores == pytest.approx([t.reward + 0.1 * t.tool_calls_credited for t in group])
     assert scores[0] < scores[1] < 1.0 < scores[2]  # partial credit never reaches a success
 
 
@@ -50,7 +50,7 @@ def test_a_finished_episode_keeps_its_verifiable_success() -> None:
     done = run.trajectory
     assert done.success and done.tool_calls_needed >= 1
     (score,) = ProgressReward(weight=0.1).score([done])
-    assert score == pytest.approx(1.0 + 0.1 * done.tool_calls_needed)
+    assert score == pytest.approx(1.0 + 0.1 * done.tool_calls_credited)
     assert done.success  # the shaped score is for the gradient only; success is still reward >= 1
 
 
