@@ -14,6 +14,7 @@ else a word; an argument described as SQL takes a statement over the tables the 
 
 from __future__ import annotations
 
+import fnmatch
 import random
 import re
 import shutil
@@ -34,7 +35,7 @@ WRITE_VERBS = ("create", "add", "insert", "write", "update", "edit", "delete", "
                "complete", "move", "rename", "put", "save")
 ADD_VERBS = {"create", "add", "insert", "append", "write", "new", "put", "save"}
 SEED_CALLS = 10
-RETRIES = 2
+RETRIES = 3
 MAX_TEXT_ANSWER = 80
 
 
@@ -146,6 +147,8 @@ class Explorer:
         self.records = {name: ToolRecord() for name in self.tools}
         self.final_digest = ""  # the state digest the last walk ended on
         self.accepted: list[Any] = []  # arguments of calls that worked: names and paths the state now holds
+        self.paths: list[str] = ["."]  # relative paths in the state folder
+        self.used: dict[str, int] = {}  # tool -> kept tasks that call it
         self.speaks_sql = any(re.search(r"\bsql\b", s.description, re.I) for s in self.tools.values())
 
     # --- values ---------------------------------------------------------------------------------------------
@@ -210,6 +213,8 @@ class Explorer:
         if re.search(r"\bsql\b|\bselect\b|create table", doc, re.I) and name in ("query", "sql", "statement"):
             return self._sql(str(schema.get("description", "")) or tool.description)
         seen = self._seen_for(name)
+        if _tokens(name) & {"path", "directory", "dir", "file", "repo", "source", "destination"}:
+            seen = [*seen, *self.paths]  # relative paths resolve in the server's state folder, its working directory
         if seen and rng.random() < 0.7:
             return rng.choice(seen)
         return rng.choice(NOTES) if _tokens(name) & {"text", "content", "contents", "description", "observation",
@@ -264,18 +269,29 @@ class Explorer:
             self.episodes.stop(state)
         return steps
 
-    def survey(self, reads: list[str]) -> None:
+    def survey(self, template: Path) -> None:
         """Forget the values seen while seeding (ids a server hands out may not survive its restart) except accepted
-        arguments, then call every read tool once on a fresh server over the seeded state and learn its results."""
+        arguments and the paths in the seeded state `template`; then, on a fresh server over that state, call every
+        tool that did not write once and retry every tool that never worked, learning from the results."""
         accepted, self.seen = self.accepted, {}
         for value in accepted:
             self.learn(value)
+        found = sorted(p.relative_to(template).as_posix() for p in template.rglob("*"))
+        self.paths = [".", *[p for p in found if not any(fnmatch.fnmatchcase(p, g) for g in self.episodes.exclude)][:50]]
         state = WorldState({})
         try:
-            for name in reads:
+            for name in [n for n, r in self.records.items() if not r.wrote]:
                 self.call(state, name, self.arguments(self.tools[name]))
+            for _ in range(RETRIES):
+                for name in [n for n, r in self.records.items() if r.ok == 0]:
+                    self.call(state, name, self.arguments(self.tools[name]))
         finally:
             self.episodes.stop(state)
+
+    def _least_used(self, names: list[str]) -> str:
+        """Goal-directed: among `names`, one that kept tasks have used least (coverage of the server's tools)."""
+        fewest = min(self.used.get(n, 0) for n in names)
+        return self.rng.choice([n for n in names if self.used.get(n, 0) == fewest])
 
     def _next_tool(self, previous: list[Step], usable: list[str]) -> str:
         if previous and previous[-1].result is not None and self.rng.random() < 0.8:
@@ -283,8 +299,8 @@ class Explorer:
             fed = [n for n in usable if any(_matches(a, k) for a in self.tools[n].parameters.get("properties", {})
                                             for k in keys)]
             if fed:
-                return self.rng.choice(fed)
-        return self.rng.choice(usable)
+                return self._least_used(fed) if self.rng.random() < 0.5 else self.rng.choice(fed)
+        return self._least_used(usable) if self.rng.random() < 0.6 else self.rng.choice(usable)
 
     def _flow(self, tool: ToolSpec, arguments: dict[str, Any], previous: list[Step]) -> dict[str, tuple[int, list[
             str | int]]]:

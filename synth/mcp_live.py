@@ -30,15 +30,19 @@ from synth.mcp_harvest import PLACEHOLDER, HarvestError, LiveMCPTools, names_sta
 
 
 def directory_digest(root: Path, exclude: Sequence[str] = ()) -> str:
-    """sha256 over every file's path (relative, sorted) and bytes, leaving out paths matching an `exclude` glob
-    (matched against the relative POSIX path): equal folders, equal digests."""
+    """sha256 over every file's path (relative, sorted) and bytes and every folder's path (an empty folder a server
+    created is state too), leaving out paths matching an `exclude` glob (matched against the relative POSIX path):
+    equal folders, equal digests."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+    for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()
         if any(fnmatch.fnmatchcase(rel, pattern) for pattern in exclude):
             continue
-        digest.update(rel.encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+        if path.is_dir():
+            digest.update(rel.encode() + b"/\0")
+        elif path.is_file():
+            digest.update(rel.encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
 
 

@@ -133,16 +133,17 @@ def explore_server(server: LiveServer, folder: Path, seed: int, tasks_per_env: i
         explorer.seed_state(folder / LIVE_STATE)
     finally:
         shutil.rmtree(template, ignore_errors=True)
+    episodes = EpisodeMCPTools(specs, folder / LIVE_STATE, server.env, timeout_s, server.exclude,
+                               state_in_cwd=in_cwd, pool=pool)
+    explorer.episodes = episodes
+    explorer.survey(folder / LIVE_STATE)
     usable, writes, left_out = _classify(explorer, specs)
     report["tools_not_used"] = left_out
     if not usable:
         report["refused"] = "no tool of this server can be graded: " + "; ".join(f"{k}: {v}" for k, v in
                                                                                   left_out.items())
+        episodes.close()
         return None, [], report, None
-    episodes = EpisodeMCPTools(specs, folder / LIVE_STATE, server.env, timeout_s, server.exclude,
-                               state_in_cwd=in_cwd, pool=pool)
-    explorer.episodes = episodes
-    explorer.survey([n for n in usable if n not in writes])
     rng = random.Random(item_seed(seed, "mcp-live-walks", name, 0))
     tasks: dict[str, TaskSpec] = {}
     unstable: dict[str, int] = {}
@@ -163,7 +164,10 @@ def explore_server(server: LiveServer, folder: Path, seed: int, tasks_per_env: i
                 unstable[s.tool] = unstable.get(s.tool, 0) + 1
             continue
         task = _task(Walk(steps, path, value), writes, name, rng)
-        tasks.setdefault(task.id, task)
+        if task.id not in tasks:
+            tasks[task.id] = task
+            for s in steps:
+                explorer.used[s.tool] = explorer.used.get(s.tool, 0) + 1
     live = {"command": argv, "env": server.env, "exclude": server.exclude, "state": LIVE_STATE,
             "state_in_cwd": in_cwd}
     world = live_world(env_name(name) + "_live", name, [s for s in specs if s.name in usable], writes, live,
