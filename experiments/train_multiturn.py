@@ -54,7 +54,9 @@ def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
 def build(args: argparse.Namespace, out: Path) -> tuple[str, dict[str, Any]]:
     """Synthesize the domain, cut the suite, register it; returns its env id and the suite summary."""
     raw = out / "synth"
-    run_pipeline(SynthConfig(seed=args.synth_seed, domains=1, tasks_per_env=args.synth_tasks), raw)
+    # Lookups and aggregates only (KINDS): no draw goes to mechanism flows, so the cut keeps its size.
+    run_pipeline(SynthConfig(seed=args.synth_seed, domains=1, tasks_per_env=args.synth_tasks, mechanism_share=0.0),
+                 raw)
     (source,) = [p for p in sorted(raw.iterdir()) if (p / "world.yaml").exists()]
     _, suite = kind_subset(source, out / "suite", kinds=KINDS, heldout=args.heldout, seed=args.seed)
     (env_id,) = register_dir(out / "suite", override=True)

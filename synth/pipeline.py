@@ -23,7 +23,7 @@ from synth.model import DomainModel, TaskRecord, ToolRecord
 from synth.seeds import canonical_json
 from synth.stages.domains import select_domains
 from synth.stages.naming import name_counts
-from synth.stages.tasks import paraphrased, stage_tasks
+from synth.stages.tasks import MECHANISM_SHARE, paraphrased, stage_tasks
 from synth.stages.tools import described, stage_tools
 from synth.stages.verify import rejected_by, verify_tasks
 from synth.stages.worlds import domain_world
@@ -45,6 +45,9 @@ class SynthConfig(BaseModel):
     max_steps: int = Field(40, ge=4)
     llm: str | None = Field(None, description="Model spec that names tools, rewords their summaries and rewords task "
                                               "openings; None is fully procedural.")
+    mechanism_share: float = Field(MECHANISM_SHARE, ge=0.0, le=1.0,
+                                   description="Share of tasks that run a mechanism's flow (the rest: lookups, "
+                                               "aggregates, changes, branches)")
 
 
 def index_tools(tools: list[ToolRecord]) -> dict[str, list[tuple[ToolSpec, str, str]]]:
@@ -73,7 +76,7 @@ def unit_tasks(domain: DomainModel, tools: list[ToolRecord], config: SynthConfig
     world = domain_world(domain, tools, config.max_steps)
     data = build_environment(world, [])
     tasks, _ = stage_tasks(domain, index_tools(tools), data.initial, data.executor, config.tasks_per_env,
-                           config.seed, domain.name)
+                           config.seed, domain.name, config.mechanism_share)
     if model is not None:
         tasks = [paraphrased(model, t) for t in tasks]
     if not tasks:

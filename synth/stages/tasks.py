@@ -98,7 +98,7 @@ def _format(value: Any) -> str:
 
 
 def sample_task(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, str]]], initial: WorldState,
-                executor: ToolExecutor, rng: random.Random) -> TaskSpec:
+                executor: ToolExecutor, rng: random.Random, mechanism_share: float = MECHANISM_SHARE) -> TaskSpec:
     """One task, or Unfit when the draw does not fit the world."""
     b = Builder(domain, tools, initial, rng)
     acct = domain.entity(domain.account)
@@ -108,7 +108,7 @@ def sample_task(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, 
     b.me = initial.tables[acct.plural][rng.choice(owners)]
     authenticate(b)
     # Most tasks run a mechanism's flow (dependent calls through code with a rule), some after another segment.
-    if rng.random() < MECHANISM_SHARE:
+    if rng.random() < mechanism_share:
         kinds = [*rng.sample(sorted(SEGMENTS), rng.choice([0, 0, 1])), "mechanism"]
     else:
         kinds = rng.sample(sorted(SEGMENTS), rng.choice([1, 1, 2]))
@@ -163,7 +163,8 @@ def paraphrased(model: ChatModel, task: TaskSpec) -> TaskSpec:
 
 
 def stage_tasks(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, str]]], initial: WorldState,
-                executor: ToolExecutor, count: int, seed: int, env: str) -> tuple[list[TaskSpec], int]:
+                executor: ToolExecutor, count: int, seed: int, env: str,
+                mechanism_share: float = MECHANISM_SHARE) -> tuple[list[TaskSpec], int]:
     """Up to `count` distinct tasks (by reference solution and answers); returns them and the draws tried."""
     from synth.seeds import canonical_json, item_rng
 
@@ -174,7 +175,8 @@ def stage_tasks(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, 
         if len(tasks) >= count:
             break
         try:
-            task = sample_task(domain, tools, initial, executor, item_rng(seed, "tasks", env, attempt))
+            task = sample_task(domain, tools, initial, executor, item_rng(seed, "tasks", env, attempt),
+                               mechanism_share)
         except (Unfit, ProgramError):
             continue
         key = canonical_json([[c.model_dump(mode="json") for c in task.solution], task.required_outputs])
