@@ -7,8 +7,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 DEFAULT_IMAGE = "envgym-sandbox:latest"
-RESERVED_LABEL_PREFIXES = ("envgym.io/", "envgym.")
-"""Label keys a SandboxSpec may not set: the network policies and the reaper select on them."""
+RESERVED_LABEL_PREFIXES = ("envgym.io/",)
+"""Label keys a SandboxSpec may not set: the network policies select on them. (The reaper's `envgym.*` labels are
+written by the backends after the spec's, so a spec's copy of one is overwritten, never used.)"""
 
 
 class SandboxSpec(BaseModel):
@@ -43,8 +44,8 @@ class SandboxSpec(BaseModel):
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables for commands.")
     labels: dict[str, str] = Field(
         default_factory=dict,
-        description="Extra labels for the backend object; keys under envgym.io/ and envgym. are reserved (the "
-        "NetworkPolicies select on envgym.io/role and envgym.io/sandbox-client, the reaper on envgym.*).",
+        description="Extra labels for the backend object; keys under envgym.io/ are reserved (the "
+        "NetworkPolicies select on envgym.io/role and envgym.io/sandbox-client).",
     )
 
     @field_validator("labels")
