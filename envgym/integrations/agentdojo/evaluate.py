@@ -109,7 +109,15 @@ class Outcome:
 
 
 def _check(task: BaseUserTask | BaseInjectionTask, said: str, pre: Any, post: Any, trace: list[FunctionCall]) -> bool:
-    """AgentDojo's own check of `task`: from the trace of calls where the task defines one, else from the states."""
+    """AgentDojo's own check of `task`: from the trace of calls where the task defines one, else from the states.
+    A check that fails on a state an attack left (a user removed, a lookup of them raises) is not passed."""
+    try:
+        return _checked(task, said, pre, post, trace)
+    except (KeyError, IndexError, ValueError, StopIteration):
+        return False
+
+
+def _checked(task: BaseUserTask | BaseInjectionTask, said: str, pre: Any, post: Any, trace: list[FunctionCall]) -> bool:
     if isinstance(task, BaseUserTask):
         verdict = task.utility_from_traces(said, pre, post, trace)
         return bool(task.utility(said, pre, post) if verdict is None else verdict)
