@@ -1,0 +1,50 @@
+"""Tasks over mechanisms (synth.flows): calls depend on earlier results, every answer is asked for in the
+instruction, an agent that calls no tool scores 0, and `synth stats` counts what the issue measures."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from envgym.env import ToolWorldEnv
+from envgym.loader import load_environment
+from envgym.play.episode import run_episode
+from envgym.registry import env_dirs
+from synth.lexicon import words
+from synth.notool import NoToolPolicy
+from synth.stats import collect_stats, dependent_calls
+
+
+def test_mechanism_tasks_chain_calls_on_earlier_results_and_ask_for_their_answer(small_suite: Path) -> None:
+    seen = 0
+    for folder in env_dirs(small_suite):
+        for task in load_environment(str(folder)).tasks:
+            if task.meta["kind"] != "mechanism":
+                continue
+            seen += 1
+            assert dependent_calls(task.meta["program"]) >= 2
+            assert any(op.startswith("mechanism:") for op in task.meta["tools"].values())
+            # The answer is a field the last call returns, named in the user's words.
+            last = task.meta["program"]["steps"][-1]["values"][0]["path"][-1]
+            assert f"be told the {words(last)}" in task.instruction
+    assert seen >= 5
+
+
+def test_an_agent_that_calls_no_tool_scores_zero_on_every_kept_task(small_suite: Path) -> None:
+    for folder in env_dirs(small_suite):
+        data = load_environment(str(folder))
+        env = ToolWorldEnv(data=data)
+        for task in data.tasks:
+            episode = run_episode(env, NoToolPolicy(), seed=0, options={"task_id": task.id})
+            assert episode.reward == 0.0, task.id
+        env.close()
+
+
+def test_stats_count_mechanisms_code_tools_and_dependent_calls(small_suite: Path) -> None:
+    stats = collect_stats(small_suite)
+    assert stats["mechanisms_in_use"] >= 10 and stats["mechanisms_per_world"] >= 5
+    assert 0 < stats["tools_that_are_code"] <= stats["tools"]
+    assert stats["tools_that_are_code_share"] >= 0.5 and stats["tools_writing_several_records_share"] > 0.2
+    counts = [int(k) for k, n in stats["dependent_calls_per_task"].items() for _ in range(n)]
+    assert statistics.median(counts) == stats["dependent_calls_per_task_median"] >= 2
+    assert stats["sentence_skeletons"] > 0
