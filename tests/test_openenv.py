@@ -107,7 +107,8 @@ def in_process(data: EnvironmentData, task_id: str, seed: int) -> dict[str, obje
 def played(servers: dict[str, tuple[str, EnvironmentData, list[str]]], tmp_path_factory: pytest.TempPathFactory,
            synth_suite: Path) -> list[dict[str, object]]:
     """TASKS oracle episodes per world, all at once through one OpenEnv client process (one session each)."""
-    jobs = [{"env": name, "url": url, "task": task.id, "seed": i, "env_dir": str(synth_suite) if flags else None}
+    jobs = [{"env": name, "url": url, "task": task.id, "seed": i, "env_dir": str(synth_suite) if flags else None,
+             "typed": i % 2 == 1}  # every other episode sends its calls as typed tool_calls, not text
             for name, (url, data, flags) in servers.items() for i, task in enumerate(data.tasks[:TASKS])]
     spec = tmp_path_factory.mktemp("openenv") / "jobs.json"
     spec.write_text(json.dumps(jobs))
@@ -122,6 +123,7 @@ def test_openenv_client_plays_oracle_episodes_with_in_process_rewards(
     _, data, _ = servers[name]
     rows = [r for r in played if r["env"] == name]
     assert [r["task_id"] for r in rows] == [t.id for t in data.tasks[:TASKS]]
+    assert [r["typed"] for r in rows] == [i % 2 == 1 for i in range(TASKS)]
     for i, row in enumerate(rows):
         expected = in_process(data, str(row["task_id"]), i)
         assert row["reward"] == expected["reward"] == 1.0
