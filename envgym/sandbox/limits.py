@@ -127,10 +127,14 @@ class McpLimits:
         max_sessions: MCP sessions (one world each) open at once over HTTP; one more gets 503 "Too many open
             sessions" from the SDK (925 sessions at about 104 kB each were taken in 90 s before).
         session_idle_timeout_s: an HTTP session without a request for this long is ended and its world dropped.
+        max_stdio_line_bytes: the longest JSON-RPC message line read over stdio. A longer one is read through and
+            dropped as it arrives (a 200 MB line was buffered whole and peaked at 1.19 GB); its request gets an
+            error result saying it was not run and that the episode goes on.
     """
 
     max_sessions: int = 256
     session_idle_timeout_s: float = 300.0
+    max_stdio_line_bytes: int = 4 << 20
 
 
 EPISODE_LIMITS = EpisodeLimits()

@@ -12,6 +12,9 @@ lives as long as its MCP connection: when the client closes the session or it ex
 
 from __future__ import annotations
 
+import json
+import os
+import re
 from typing import Any
 
 import anyio
@@ -22,6 +25,7 @@ from mcp.server.lowlevel.server import Server
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from envgym.play.tool_turns import USER_TOOL, USER_TOOL_DESCRIPTION, USER_TOOL_SCHEMA
+from envgym.sandbox.limits import MCP_LIMITS
 from envgym.serve.mcp_episodes import Episode, EpisodeBook, tool_hints
 
 EPISODE_PROMPT = "episode"
@@ -110,6 +114,11 @@ def build_server(book: EpisodeBook, *, stdio: bool) -> Server[Any]:
         key = session_key(ctx, stdio)
         if key is None:
             return _text(NO_SESSION, error=True)
+        if stdio and params.name == OVERSIZED_TOOL:
+            size = (params.arguments or {}).get("bytes")
+            return _text(f"this request was over the {MCP_LIMITS.max_stdio_line_bytes} byte limit for one message "
+                         f"(at least {size} bytes) and was not run; the episode goes on: send a smaller call",
+                         error=True)
         if params.name not in known:
             return _text(f"unknown tool {params.name!r}; the tools are: {', '.join(sorted(known))}", error=True)
         episode = session_episode(book, ctx, key)
@@ -158,10 +167,83 @@ def _text(text: str, *, error: bool = False) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
 
 
-async def serve_stdio(book: EpisodeBook) -> None:
-    """Serve one session over stdin/stdout until the client closes it."""
+async def serve_stdio(book: EpisodeBook, max_line_bytes: int = MCP_LIMITS.max_stdio_line_bytes) -> None:
+    """Serve one session over stdin/stdout until the client closes it. Lines longer than `max_line_bytes` are
+    never held whole (see `BoundedLines`)."""
     from mcp.server.stdio import stdio_server
 
     server = build_server(book, stdio=True)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    # The wire is read from a private copy of fd 0, which then points at /dev/null (as the SDK does when it reads
+    # stdin itself), so tools' child processes cannot read the client's messages.
+    wire = os.dup(0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    try:
+        async with stdio_server(stdin=BoundedLines(wire, max_line_bytes)) as (read_stream, write_stream):  # type: ignore[arg-type]
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+    finally:
+        os.dup2(wire, 0)
+        os.close(wire)
+
+
+OVERSIZED_TOOL = "envgym_oversized_request"
+"""The tool name an oversized line's request is replaced by: its result says what happened (see `BoundedLines`)."""
+_REQUEST_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,128}")')
+
+
+class BoundedLines:
+    """stdin's lines for the SDK's stdio transport, each at most `max_bytes`.
+
+    A longer line is read through in chunks and dropped. When its first bytes name a request id, the SDK is handed a
+    `tools/call` of `OVERSIZED_TOOL` under that id instead, so the client gets an error result for its request (not
+    a hang, and not "the conversation has ended": nothing was stepped and the episode goes on)."""
+
+    def __init__(self, fd: int, max_bytes: int) -> None:
+        self.fd, self.max_bytes = fd, max_bytes
+        self._buffer = bytearray()
+        self._eof = False
+
+    def __aiter__(self) -> BoundedLines:
+        return self
+
+    async def _read(self) -> bytes:
+        return await anyio.to_thread.run_sync(os.read, self.fd, 1 << 16)
+
+    async def __anext__(self) -> str:
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[: end + 1])
+                del self._buffer[: end + 1]
+                return line.decode("utf-8", errors="replace")
+            if len(self._buffer) > self.max_bytes:
+                return await self._skip_oversized()
+            if self._eof:
+                if self._buffer:
+                    line = bytes(self._buffer)
+                    self._buffer.clear()
+                    return line.decode("utf-8", errors="replace")
+                raise StopAsyncIteration
+            chunk = await self._read()
+            if not chunk:
+                self._eof = True
+            self._buffer += chunk
+
+    async def _skip_oversized(self) -> str:
+        found = _REQUEST_ID.search(bytes(self._buffer[:4096]))
+        dropped = len(self._buffer)
+        self._buffer.clear()
+        while True:
+            chunk = await self._read()
+            end = chunk.find(b"\n")
+            if not chunk or end >= 0:
+                dropped += end if end >= 0 else 0
+                self._buffer += chunk[end + 1 :] if end >= 0 else b""
+                break
+            dropped += len(chunk)
+        if found is None:
+            return "\n"  # a line the SDK refuses as malformed, as it would the original
+        params = {"name": OVERSIZED_TOOL, "arguments": {"bytes": dropped, "limit": self.max_bytes}}
+        request = {"jsonrpc": "2.0", "id": json.loads(found.group(1)), "method": "tools/call", "params": params}
+        return json.dumps(request) + "\n"

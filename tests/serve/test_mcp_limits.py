@@ -60,3 +60,45 @@ def test_the_default_budget_and_idle_timeout_are_bounded() -> None:
 def test_a_non_ascii_bearer_token_is_refused_with_401() -> None:
     bad = {"json": INITIALIZE, "headers": {**HEADERS, "Authorization": "Bearer éé".encode()}}
     assert _serve(2, [bad]) == [401]
+
+
+def test_an_oversized_stdio_line_is_an_error_result_and_the_episode_goes_on() -> None:
+    import json
+    import selectors
+    import subprocess
+    import sys
+
+    from tests.sandbox.serving import REPO_ROOT, child_env
+
+    proc = subprocess.Popen([sys.executable, "-m", "envgym.cli", "mcp", "serve", "calculator"], cwd=REPO_ROOT,
+                            env=child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ)
+
+    def send(message: dict[str, Any]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(message).encode() + b"\n")
+        proc.stdin.flush()
+
+    def answer() -> dict[str, Any]:
+        assert proc.stdout is not None
+        assert selector.select(timeout=120), "no answer within 120 s"
+        return json.loads(proc.stdout.readline())
+
+    try:
+        send({**INITIALIZE, "id": 1})
+        answer()
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        huge = {"name": "calculate", "arguments": {"expression": "1" * (16 << 20)}}
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": huge})
+        refused = answer()
+        assert refused["id"] == 2 and refused["result"]["isError"]
+        assert "was not run; the episode goes on" in refused["result"]["content"][0]["text"]
+        send({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+              "params": {"name": "send_message_to_user", "arguments": {"message": "hello"}}})
+        after = answer()
+        assert after["id"] == 3 and not after["result"]["isError"]
+    finally:
+        proc.stdin.close()
+        proc.wait(60)
