@@ -13,7 +13,7 @@ from typing import Any
 
 from envgym.world.mechanisms import CATALOGUE, Bound, tool_defs
 from envgym.world.mechanisms.base import Arg, Refusal
-from synth.lexicon import words
+from synth.lexicon import lexical, words
 from synth.mechanize import roles
 from synth.program import Expr
 from synth.segments import ANSWER_TYPES, AnswerPlan, Builder, Unfit, identify_record, me_expr
@@ -100,7 +100,7 @@ def seg_mechanism(b: Builder) -> None:
             else:
                 values[name] = _draw(b, arg, bound)
                 args[real] = b.ask(f"{verb.split('_')[0]}_{name}", values[name])
-                said.append(f"{words(name)} {values[name]}")
+                said.append(f"{lexical(name)} {values[name]}")
         try:
             result = td.run(bound, scratch, values)
         except Refusal as exc:
@@ -126,9 +126,9 @@ def seg_mechanism(b: Builder) -> None:
     if kind == "enum" and result[field] not in choices:
         kind, choices = "text", []
     b.answers.append(AnswerPlan(Expr(src="var", key=last, path=[field]), ANSWER_TYPES.get(kind, "text"), choices,
-                                words(field)))
+                                lexical(field)))
     b.clauses.append(f"you want to {' and then '.join(acts)} for your {words(r.record.name)}, and to be told "
-                     f"the {words(field)} the last step reports")
+                     f"the {lexical(field)} the last step reports")
 
 
 _MADE: dict[tuple[str, int], Any] = {}

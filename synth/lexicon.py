@@ -14,6 +14,21 @@ def words(name: str) -> str:
     return name.replace("_", " ")
 
 
+UNITS = {"min": "in minutes", "mins": "in minutes", "hrs": "in hours", "sec": "in seconds", "gb": "in GB",
+         "mb": "in MB", "kg": "in kilograms", "km": "in kilometres", "pct": "as a percentage", "usd": "in US dollars"}
+ABBREVIATIONS = {"qty": "quantity", "num": "number", "amt": "amount", "pct": "percentage"}
+
+
+def lexical(name: str) -> str:
+    """A field name as a person says it: a unit suffix spelled out, abbreviations expanded (`duration_min` ->
+    `duration in minutes`, `size_gb` -> `size in GB`). For what users are told and asked in prose; the names of
+    facts they give stay `words` (the scripted user matches those)."""
+    parts = name.split("_")
+    unit = UNITS.get(parts[-1]) if len(parts) > 1 else None
+    body = [ABBREVIATIONS.get(p, p) for p in (parts[:-1] if unit else parts)]
+    return " ".join([*body, *([unit] if unit else [])])
+
+
 def article(phrase: str) -> str:
     """'a' or 'an' for the phrase's first word (by sound for the common exceptions)."""
     first = phrase.strip().lower()

@@ -14,7 +14,7 @@ from typing import Any
 
 from envgym.world.spec import AnswerType, ToolSpec
 from envgym.world.state import Record, WorldState
-from synth.lexicon import a, words
+from synth.lexicon import a, lexical, words
 from synth.model import DomainModel, EntityModel, FieldModel
 from synth.phrasing import phrase
 from synth.program import AskStep, BranchStep, CallStep, EachStep, Expr, PickStep, Step, bind
@@ -138,7 +138,7 @@ def identify_record(b: Builder, e: EntityModel, ok: Any = None) -> tuple[Record,
     user = b.ask(key, target[f.name])
     saved = b.var()
     b.steps.append(PickStep(source=Expr(src="var", key=listed), field=f.name, how="eq", equals=user, save=saved))
-    b.clauses.append(phrase(b.rng, "several", plural=words(e.plural), label=e.label, field=words(f.name),
+    b.clauses.append(phrase(b.rng, "several", plural=words(e.plural), label=e.label, field=lexical(f.name),
                             value=target[f.name]))
     return target, Expr(src="var", key=saved)
 
@@ -158,16 +158,16 @@ def seg_lookup(b: Builder) -> None:
         if not fields:
             raise Unfit("nothing to read")
         f = b.rng.choice(fields)
-        b.answers.append(answer_of(b, Expr(src="var", key=got, path=[f.name]), f, f"{words(f.name)} of the "
+        b.answers.append(answer_of(b, Expr(src="var", key=got, path=[f.name]), f, f"{lexical(f.name)} of the "
                                                                                    f"{other.label}"))
-        b.clauses.append(phrase(b.rng, "lookup_ref", field=words(f.name), other=other.label, label=e.label))
+        b.clauses.append(phrase(b.rng, "lookup_ref", field=lexical(f.name), other=other.label, label=e.label))
         return
     fields = [f for f in e.fields if f.kind in ANSWER_TYPES and f.kind not in ("ref", "id")]
     if not fields:
         raise Unfit("nothing to read")
     f = b.rng.choice(fields)
-    b.answers.append(answer_of(b, Expr(src="var", key=rec.key, path=[f.name]), f, words(f.name)))
-    b.clauses.append(phrase(b.rng, "lookup", field=words(f.name), label=e.label))
+    b.answers.append(answer_of(b, Expr(src="var", key=rec.key, path=[f.name]), f, lexical(f.name)))
+    b.clauses.append(phrase(b.rng, "lookup", field=lexical(f.name), label=e.label))
 
 
 def seg_aggregate(b: Builder) -> None:
@@ -224,7 +224,7 @@ def _write_on(b: Builder, e: EntityModel, target: Record, rec: Expr, avoid: str 
         fm = e.field(fname)
         new = _new_value(b, fm, target.get(fname), spec.parameters["properties"][fname])
         avail[fname] = b.ask(f"new_{fname}", new)
-        act = phrase(b.rng, "update", field=words(fname), label=e.label, new=new)
+        act = phrase(b.rng, "update", field=lexical(fname), label=e.label, new=new)
     if op == "transition":
         target_state = spec.effect.set["status"] if spec.effect else ""
         act = phrase(b.rng, "transition", label=e.label, state=words(target_state))
@@ -285,7 +285,7 @@ def seg_compare_act(b: Builder) -> None:
     saved = b.var()
     b.steps.append(PickStep(source=Expr(src="var", key=listed), field=f.name, how=how, save=saved))
     word = "lowest" if how == "min" else "highest"
-    b.clauses.append(phrase(b.rng, "compare", plural=words(e.plural), label=e.label, word=word, field=words(f.name)))
+    b.clauses.append(phrase(b.rng, "compare", plural=words(e.plural), label=e.label, word=word, field=lexical(f.name)))
     _write_on(b, e, target, Expr(src="var", key=saved))
     b.answers.append(answer_of(b, Expr(src="var", key=saved, path=[e.key]), None, f"which {e.label} it was"))
 
@@ -306,13 +306,13 @@ def seg_branch(b: Builder) -> None:
     then, b.steps = b.steps, outer
     action = b.actions[-1]
     del b.clauses[clauses:]
-    condition = f"if its {words(f.name)} is {'under' if op == 'lt' else 'at least'} {threshold}"
+    condition = f"if its {lexical(f.name)} is {'under' if op == 'lt' else 'at least'} {threshold}"
     b.said.append(f"my {e.label}: {condition}, I want {action.replace('your ', 'my ')}")
     b.clauses.append(f"{condition}, you want {action}; otherwise nothing should change, and either way you want "
-                     f"to be told the {words(f.name)}")
+                     f"to be told the {lexical(f.name)}")
     b.steps.append(BranchStep(left=Expr(src="var", key=rec.key, path=[f.name]), op=op,
                               right=Expr(src="lit", value=threshold), then=then))
-    b.answers.append(answer_of(b, Expr(src="var", key=rec.key, path=[f.name]), f, words(f.name)))
+    b.answers.append(answer_of(b, Expr(src="var", key=rec.key, path=[f.name]), f, lexical(f.name)))
 
 
 def seg_iterate(b: Builder) -> None:

@@ -10,7 +10,7 @@ from envgym.env import ToolWorldEnv
 from envgym.loader import load_environment
 from envgym.play.episode import run_episode
 from envgym.registry import env_dirs
-from synth.lexicon import words
+from synth.lexicon import lexical
 from synth.notool import NoToolPolicy
 from synth.stats import collect_stats, dependent_calls
 
@@ -26,7 +26,7 @@ def test_mechanism_tasks_chain_calls_on_earlier_results_and_ask_for_their_answer
             assert any(op.startswith("mechanism:") for op in task.meta["tools"].values())
             # The answer is a field the last call returns, named in the user's words.
             last = task.meta["program"]["steps"][-1]["values"][0]["path"][-1]
-            assert f"be told the {words(last)}" in task.instruction
+            assert f"be told the {lexical(last)}" in task.instruction
     assert seen >= 5
 
 
