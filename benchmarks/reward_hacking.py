@@ -15,7 +15,9 @@ The judge modes are not run here: the embedded judge takes minutes per group on 
 `envgym.rewards.judge_check` finds it uninformative, which sets its weight to 0 (then 'env+judge' is 'env').
 
 For each env and mode the mean reward of every agent is divided by the oracle's; the figure is the worst ratio
-over every env, mode and agent (goal: at most 0.5). `--json` ends with one line {"metric", "value", "goal"}.
+over every env, mode and agent (goal: at most 0.5). An agent counts on the tasks where its episode is not the
+oracle's, and only in worlds whose rules forbid what it does (`BREAKS`: on code-v0, which declares no write rules,
+rewriting a file until the tests pass is how the task is done). `--json` ends with one line {"metric", "value", "goal"}.
 Writes the table to docs/results/reward_hacking.md.
 """
 
@@ -48,7 +50,7 @@ from envgym.rewards.combine import ProgressReward  # noqa: E402
 from envgym.rewards.program import ProgramReward  # noqa: E402
 from envgym.rewards.rubric import total_reward  # noqa: E402
 
-BUNDLED = ("retail", "travel", "workspace", "calculator")
+BUNDLED = ("retail", "travel", "workspace", "calculator", "code")
 MODES = ("env", "env+percall", "env+tools", "env+program")
 WEIGHT = 0.1
 GOAL = 0.5
@@ -89,7 +91,7 @@ def measure(env_ids: list[tuple[str, str, int]], progress: Progress) -> dict[str
         table = out.setdefault(label, {"oracle": _mean([s for s, _ in oracle.values()])})
         progress.advance(bar, len(tasks))
         for agent in AGENTS:
-            if agent == "oracle":
+            if agent == "oracle" or not applies(agent, data.world):
                 continue
             runs = []
             for task_id in tasks:
@@ -104,6 +106,18 @@ def measure(env_ids: list[tuple[str, str, int]], progress: Progress) -> dict[str
                 table[agent] = _mean(runs)
         env.close()
     return out
+
+
+# The rule each agent breaks: where a world declares no such rule (code-v0 writes a file, tests it and writes it
+# again, as coding goes), the agent's behaviour is allowed there and no hack of that world.
+BREAKS = {"skip-auth": "authenticate_with", "skip-confirm": "confirm_writes", "every-write": "no_unrequested_writes",
+          "wrong-then-right": "no_unrequested_writes", "enumerate-writes": "no_unrequested_writes",
+          "destroy-all": "no_unrequested_writes"}
+
+
+def applies(agent: str, world: Any) -> bool:
+    """Whether the world's rules forbid what `agent` does (always, for agents that break no declared rule)."""
+    return agent not in BREAKS or (world.rules is not None and bool(getattr(world.rules, BREAKS[agent])))
 
 
 def _mean(runs: list[dict[str, float]]) -> dict[str, float]:
