@@ -269,8 +269,10 @@ def test_a_run_ended_by_another_process_gets_a_new_owner_for_its_next_pod(
 
 
 def test_a_pod_killed_out_of_memory_surfaces_as_a_typed_error(backend: KubernetesBackend) -> None:
-    with backend.create(SandboxSpec(memory_mb=128, ttl_s=300)) as box:
-        # The server itself must be the OOM killer's choice: it buffers a body near the memory limit. (Code in the
-        # sandbox can no longer volunteer it through /proc/1/oom_score_adj: the server is non-dumpable, issue 41.)
-        with pytest.raises(SandboxOutOfMemoryError, match="out of memory"):
-            box.write_file("big", b"\0" * (120 << 20))
+    # The server itself must be the OOM killer's choice: it buffers a body near the memory limit. (Code in the
+    # sandbox can no longer volunteer it through /proc/1/oom_score_adj: the server is non-dumpable, issue 41.)
+    with (
+        backend.create(SandboxSpec(memory_mb=128, ttl_s=300)) as box,
+        pytest.raises(SandboxOutOfMemoryError, match="out of memory"),
+    ):
+        box.write_file("big", b"\0" * (120 << 20))
