@@ -63,6 +63,9 @@ class Builder:
         return f"v{self.n}"
 
     def ask(self, key: str, value: Any) -> Expr:
+        if key in self.known and self.known[key] != str(value):
+            # One phrase ("the invoice total") would name two records: the instruction could not say which.
+            raise Unfit(f"two facts under one phrase: {key} is {self.known[key]} and {value}")
         if key not in self.known:
             self.steps.append(AskStep(key=key))
             self.known[key] = str(value)
@@ -288,6 +291,7 @@ def seg_compare_act(b: Builder) -> None:
     b.clauses.append(phrase(b.rng, "compare", plural=words(e.plural), label=e.label, word=word, field=lexical(f.name)))
     _write_on(b, e, target, Expr(src="var", key=saved))
     b.answers.append(answer_of(b, Expr(src="var", key=saved, path=[e.key]), None, f"which {e.label} it was"))
+    b.clauses.append(f"you want to be told which {e.label} it was")
 
 
 def seg_branch(b: Builder) -> None:
@@ -336,6 +340,7 @@ def seg_iterate(b: Builder) -> None:
         done = b.call(bulk[0], {b.acct.key: me_expr(b), "status": Expr(src="lit", value=status)}, write=True)
         b.answers.append(AnswerPlan(Expr(src="var", key=done, path=["updated"], reduce="count"), "number", [],
                                 "how many were changed"))
+        b.clauses.append("you want to be told how many were changed")
         return
     spec = b.tool("transition", e.name, lambda s: s.effect and s.effect.set.get("status") == t.target)
     listed = list_mine(b, e, {"status": Expr(src="lit", value=status)})
@@ -346,6 +351,7 @@ def seg_iterate(b: Builder) -> None:
     body: list[Step] = [CallStep(tool=spec.name, args=bind(spec, avail), write=True)]
     b.steps.append(EachStep(source=Expr(src="var", key=listed), var="item", body=body))
     b.answers.append(AnswerPlan(Expr(src="var", key=listed, reduce="count"), "number", [], "how many were changed"))
+    b.clauses.append("you want to be told how many were changed")
 
 
 def seg_create(b: Builder) -> None:

@@ -22,10 +22,21 @@ from synth.flows import seg_mechanism
 from synth.lexicon import words
 from synth.model import DomainModel
 from synth.phrasing import mask, phrase
-from synth.program import AnswerStep, Ask, CallRequest, Program, ProgramError, Reply, run, shape
+from synth.program import (
+    AnswerStep,
+    Ask,
+    CallRequest,
+    CallStep,
+    PickStep,
+    Program,
+    ProgramError,
+    Reply,
+    run,
+    shape,
+)
 from synth.quality import paraphrase_problem
 from synth.seeds import content_id
-from synth.segments import SEGMENTS, Builder, Unfit, authenticate
+from synth.segments import SEGMENTS, AnswerPlan, Builder, Unfit, authenticate
 
 MECHANISM_SHARE = 0.85
 GREETINGS = ["Hi", "Hello", "Hey there", "Good morning", "Hi, hoping you can help", "Hello, quick one"]
@@ -91,6 +102,20 @@ def _clear_questions(known: dict[str, str]) -> bool:
     return True
 
 
+def _read_before_a_change(program: Program, answers: list[AnswerPlan]) -> bool:
+    """Whether an answer reads a result saved before a later write: it would grade a value the task itself changed
+    (v2 graded 41 minutes after changing them to 75)."""
+    saved_at = {s.save: i for i, s in enumerate(program.steps) if isinstance(s, CallStep) and s.save}
+    last_write = max((i for i, s in enumerate(program.steps) if isinstance(s, CallStep) and s.write), default=-1)
+    picked = {s.save: saved_at.get(s.source.key, -1) for s in program.steps if isinstance(s, PickStep)}
+    for a in answers:
+        at = saved_at.get(a.expr.key, picked.get(a.expr.key, -1))
+        step = program.steps[at] if at >= 0 else None
+        if 0 <= at < last_write and not (isinstance(step, CallStep) and step.write):
+            return True
+    return False
+
+
 def _format(value: Any) -> str:
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() else repr(round(value, 6))
@@ -128,6 +153,11 @@ def sample_task(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, 
     planned = [question(k) for k in b.known] + [confirmation_request(c.name) for c in writes] + [reply.text]
     if answers and not answers_pass(answers, [{"role": "assistant", "content": t} for t in planned]):
         raise Unfit("a question names a candidate answer")
+    unasked = [a.label for a in b.answers if a.label.lower() not in " ".join(b.clauses).lower()]
+    if unasked:
+        raise Unfit(f"the instruction never asks for {unasked[0]}")
+    if _read_before_a_change(program, b.answers):
+        raise Unfit("an answer is read before a later change")
     topic = " and ".join(b.said) or f"my {words(acct.name)} account"
     opening = f"{rng.choice(GREETINGS)}, I need some help with {topic}."
     body_text = "; ".join(b.clauses)

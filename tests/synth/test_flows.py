@@ -6,6 +6,8 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+import pytest
+
 from envgym.env import ToolWorldEnv
 from envgym.loader import load_environment
 from envgym.play.episode import run_episode
@@ -48,3 +50,36 @@ def test_stats_count_mechanisms_code_tools_and_dependent_calls(small_suite: Path
     counts = [int(k) for k, n in stats["dependent_calls_per_task"].items() for _ in range(n)]
     assert statistics.median(counts) == stats["dependent_calls_per_task_median"] >= 2
     assert stats["sentence_skeletons"] > 0
+
+
+def test_a_phrase_naming_two_different_facts_is_refused() -> None:
+    """v2: island_print_services_3 said "the invoice with total 460.58" and then "the one whose total is 162.58"
+    under one key, and graded the first."""
+    import random
+
+    from envgym.world.state import WorldState
+    from synth.segments import Builder, Unfit
+    from synth.stages.domains import select_domains
+    from synth.taxonomy import builtin_taxonomy
+
+    b = Builder(select_domains(builtin_taxonomy(), 1, 1)[0], {}, WorldState({}), random.Random(0))
+    b.ask("invoice_total", 460.58)
+    b.ask("invoice_total", 460.58)  # the same fact again is fine
+    with pytest.raises(Unfit, match="two facts under one phrase"):
+        b.ask("invoice_total", 162.58)
+
+
+def test_every_graded_answer_is_asked_for_and_read_after_the_last_change(small_suite: Path) -> None:
+    """v2: 243 of 1,194 tasks graded an answer the instruction never asked for ("which X it was", "how many were
+    changed"), and one graded minutes read before the task changed them."""
+    for folder in env_dirs(small_suite):
+        for task in load_environment(str(folder)).tasks:
+            steps = task.meta["program"]["steps"]
+            template = steps[-1].get("template", "")
+            for label in [part.split(": {")[0] for part in template.split("; ") if ": {" in part]:
+                assert label.lower() in task.instruction.lower(), (task.id, label)
+            writes = [i for i, s in enumerate(steps) if "tool" in s and s.get("write")]
+            saved = {s["save"]: i for i, s in enumerate(steps) if "tool" in s and s.get("save")}
+            for value in steps[-1].get("values", []):
+                at = saved.get(value.get("key"), len(steps))
+                assert not writes or at >= max(writes) or at in writes or at == len(steps), (task.id, value)

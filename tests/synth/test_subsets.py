@@ -37,7 +37,7 @@ def test_open_first_planner_solves_every_task_from_the_conversation_alone(small_
             assert said[0] == OPEN_QUESTION
             assert not any(s.startswith("Could you tell me") for s in said)  # the reply to it stated every fact
             played += 1
-    assert played >= 25
+    assert played >= 20  # every kept task of the small suite (3 domains, 10 draws each)
 
 
 def test_kind_subset_keeps_one_kind_its_tools_and_holds_out_whole_users(small_suite: Path, tmp_path: Path) -> None:
