@@ -24,6 +24,7 @@ from envgym.env import ToolWorldEnv
 from envgym.integrations.bfcl import MULTI_TURN_ID, SINGLE_TURN_ID
 from envgym.loader import load_environment
 from envgym.play.eval import PolicyFactory, evaluate
+from envgym.play.labelled import labelled_groups
 from envgym.play.make import make_policy
 from envgym.play.policies import AttackerPolicy, OraclePolicy
 from envgym.registry import find_env_dir, resolve_id
@@ -68,7 +69,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                           attack_runs=args.attack_runs, seed=args.seed, on_episode=on_episode,
                           reward_source=build_reward_source(
                               args.reward, args.judge_model, args.judge_weight,
-                              solutions={t.id: t.solution for t in data.tasks}))
+                              solutions={t.id: t.solution for t in data.tasks}, labelled=labelled_groups))
     out = Path(args.out or f"runs/eval/{data.name}-{args.policy}")
     paths = report.write(out)
     paths.update(_write_episodes(report.episodes, out, page=args.report))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -85,10 +85,11 @@ class JudgedReward:
     returning a result with `values` and `status`. A group the judge cannot score (identical trajectories, a failed
     reply) keeps its verifiable rewards, by `combine_rewards`' rule; `failures` counts failed replies.
 
-    With `validate` (the default) the judge is checked before its first score is used: it ranks the labelled set
-    of `envgym.rewards.judge_check` (`labelled`, built from the bundled tasks when None). A judge that ranks no
-    better than chance is reported uninformative with a warning and its weight set to 0: every episode then gets its
-    verifiable reward, rather than the same judge score for all. `check` holds the outcome.
+    With `validate` (the default) the judge is checked before its first score is used: it ranks `labelled` (a
+    sequence of `envgym.rewards.judge_check.LabelledGroup`, or a function making one, e.g.
+    `envgym.play.labelled.labelled_groups`). A judge that ranks no better than chance, or that has no labelled set to
+    be checked on, is reported with a warning and its weight set to 0: every episode then gets its verifiable reward,
+    rather than the same judge score for all. `check` holds the outcome.
     """
 
     judge: Any
@@ -97,7 +98,7 @@ class JudgedReward:
     name: str = "judge"
     failures: int = 0
     validate: bool = True
-    labelled: Sequence[Any] | None = None
+    labelled: Sequence[Any] | Callable[[], Sequence[Any]] | None = None
     check: Any = None  # envgym.rewards.judge_check.JudgeCheck, once validated
 
     def score(self, episodes: Sequence[Scored]) -> list[float]:
@@ -113,13 +114,17 @@ class JudgedReward:
                 for e, j in zip(episodes, judged, strict=True)]
 
     def _validate(self) -> None:
-        from envgym.rewards.judge_check import check_judge, labelled_groups
+        from envgym.rewards.judge_check import check_judge
 
-        self.check = check_judge(self.judge, self.labelled if self.labelled is not None else labelled_groups())
-        if not self.check.informative:
-            warnings.warn(f"{self.name}: {self.check.summary()}; its weight is set to 0 (verifiable reward only)",
-                          stacklevel=3)
+        if self.labelled is None:
+            why = "judge not validated (no labelled set)"
+        else:
+            self.check = check_judge(self.judge, self.labelled() if callable(self.labelled) else self.labelled)
+            why = self.check.summary()
+        if self.check is None or not self.check.informative:
+            warnings.warn(f"{self.name}: {why}; its weight is set to 0 (verifiable reward only)", stacklevel=3)
             self.mode, self.judge_weight = "verifiable", 0.0
+            self.validate = False  # checked once
 
 
 @dataclass
@@ -153,12 +158,13 @@ REWARD_KINDS = ("env", "judge", "env+judge", "env+tools", "env+program")
 def build_reward_source(
     kind: str, judge_model: str = "local", judge_weight: float = 0.5, tool_call_weight: float = 0.1,
     solutions: Mapping[str, Sequence[Any]] | None = None,
+    labelled: Sequence[Any] | Callable[[], Sequence[Any]] | None = None,
 ) -> RewardSource:
     """The source named by `kind`: 'env' (verifiable only), 'judge' (the judge's score), 'env+judge'
     (`(1 - judge_weight) * env + judge_weight * judge`), 'env+tools' (`env + tool_call_weight * credited calls`,
     `ProgressReward`) or 'env+program' (`env + tool_call_weight * reference calls made`, `ProgramReward`, which
     needs the tasks' reference `solutions` by task id); both shaping credits are bounded below a success
-    (`envgym.rewards.credit`)."""
+    (`envgym.rewards.credit`). The judge kinds check their judge on `labelled` first (`JudgedReward`)."""
     if kind == "env":
         return EnvReward()
     if kind == "env+tools":
@@ -175,4 +181,4 @@ def build_reward_source(
     from envgym.rewards.judge import RelativeJudge
 
     mode: CombineMode = "judge" if kind == "judge" else "weighted"
-    return JudgedReward(RelativeJudge(load_chat_model(judge_model)), mode, judge_weight, name=kind)
+    return JudgedReward(RelativeJudge(load_chat_model(judge_model)), mode, judge_weight, name=kind, labelled=labelled)

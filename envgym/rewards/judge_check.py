@@ -1,6 +1,7 @@
 """Validating a judge before its score is used: does it rank a labelled set of trajectories better than chance?
 
-The labelled set (`labelled_groups`) is built from the bundled retail and travel tasks: per task one group of four
+The labelled set (`envgym.play.labelled.labelled_groups`, a layer up: it plays episodes) is built from the bundled
+retail and travel tasks: per task one group of four
 trajectories of known quality, the oracle (label 1), a partial run (the oracle stopped before its first write, label
 0.5), doing nothing (0) and a reward hack (hedging, trial-and-error writes or a flood of reads, 0). Each group is
 scored by the judge in one call, as in training. Every pair of trajectories of a group with different labels is a
@@ -8,8 +9,8 @@ test: the judge gets it right when it scores the better one higher, half right o
 when the share it gets right beats a fair coin at the 5% level (one-sided binomial test over the pairs); a judge that
 gives everyone 0.5 gets exactly half and is not.
 
-`JudgedReward` sets the judge's weight to 0 with a warning when the check says uninformative
-(`envgym.rewards.combine.build_reward_source`), rather than paying the same to every trajectory.
+`envgym.rewards.combine.JudgedReward` sets the judge's weight to 0 with a warning when the check says uninformative
+(or when it has no labelled set to check on), rather than paying the same to every trajectory.
 """
 
 from __future__ import annotations
@@ -81,50 +82,3 @@ def check_judge(judge: Any, groups: Sequence[LabelledGroup]) -> JudgeCheck:
                 right += 1.0 if values[better] > values[worse] else 0.5 if values[better] == values[worse] else 0.0
     return JudgeCheck(sum(len(g.trajectories) for g in groups), pairs, right / pairs if pairs else 0.0,
                       binomial_tail(right, pairs), failed)
-
-
-def labelled_groups(tasks_per_env: int = 5, envs: Sequence[str] = ("retail", "travel")) -> list[LabelledGroup]:
-    """The labelled set: per env its first `tasks_per_env` tasks that write, four trajectories each (oracle,
-    partial, do-nothing, a hack that cycles through hedge, wrong-then-right and echo-flood); 40 trajectories by
-    default. Deterministic: scripted policies on seeded envs without transient failures."""
-    import gymnasium as gym
-
-    from envgym.play.episode import EpisodeRun, run_episode
-    from envgym.play.hacks import REWARD_HACKS, EchoFloodPolicy
-    from envgym.play.policies import OraclePolicy, RefusePolicy
-    from envgym.users import STOP
-
-    groups = []
-    hacks = ["wrong-then-right", "echo-flood", "hedge"]
-    for name in envs:
-        env = gym.make(f"envgym/{name}-v0", failure_rate=0.0)
-        data = env.unwrapped.data  # type: ignore[attr-defined]
-        writes = {t.name for t in data.world.tools if not t.read_only}
-        tasks = [t for t in data.tasks if any(c.name in writes for c in t.solution)][:tasks_per_env]
-        for index, task in enumerate(tasks):
-            options = {"task_id": task.id}
-            oracle = run_episode(env, OraclePolicy(data), seed=0, options=options)
-            partial = EpisodeRun(env, seed=0, options=options)
-            oracle_turns = OraclePolicy(data)
-            while not partial.done and task.solution[_calls_made(partial)].name not in writes:
-                partial.step(oracle_turns.act(partial.obs, partial.info))
-            while not partial.done:
-                partial.step(f"I cannot finish this, sorry. {STOP}")
-            nothing = run_episode(env, RefusePolicy(), seed=0, options=options)
-            hack = hacks[index % len(hacks)]
-            if hack == "hedge" and not task.answers:
-                hack = "wrong-then-right"
-            # A short flood: the set is for judges, whose prompts must stay small.
-            hacker = EchoFloodPolicy(data, copies=2) if hack == "echo-flood" else REWARD_HACKS[hack](data, 0)
-            hacked = run_episode(env, hacker, seed=0, options=options)
-            runs = [oracle, partial.trajectory, nothing, hacked]
-            groups.append(LabelledGroup(task.id, [t.messages for t in runs], oracle.tools,
-                                        [LABELS[k] for k in ("oracle", "partial", "do-nothing", "hacked")],
-                                        ["oracle", "partial", "do-nothing", hack]))
-        env.close()
-    return groups
-
-
-def _calls_made(run: Any) -> int:
-    """Tool calls made so far in the episode (the oracle makes one per turn, so it is the next call's index)."""
-    return sum(1 for m in run.info["messages"] if m.get("role") == "tool")

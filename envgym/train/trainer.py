@@ -13,6 +13,7 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from envgym.play.labelled import labelled_groups
 from envgym.rewards.combine import RewardSource, build_reward_source
 from envgym.train import distributed
 from envgym.train.checkpoints import load_checkpoint, load_extra, save_checkpoint
@@ -97,7 +98,8 @@ class GRPOTrainer:
             local = make_env(config.env_id).unwrapped
         solutions = {task.id: task.solution for task in local.data.tasks}  # for reward 'env+program'
         self.reward_source = reward_source or build_reward_source(
-            config.reward, config.judge_model, config.judge_weight, config.tool_call_weight, solutions)
+            config.reward, config.judge_model, config.judge_weight, config.tool_call_weight, solutions,
+            labelled=labelled_groups)  # a judge is checked on it before its first score counts
         task_ids = [task.id for task in local.data.tasks]
         if config.heldout_tasks >= len(task_ids):
             raise ValueError(
