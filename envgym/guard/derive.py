@@ -63,7 +63,8 @@ def computed(value: float, anchored: Iterable[float], trusted: Iterable[float]) 
         return True
     pairs: dict[int, list[tuple[float, bool]]] = {}  # a op b, by the cent: its exact values and whether anchored
     for (a, anchor_a), (b, anchor_b) in itertools.combinations_with_replacement(pool, 2):
-        for result in _apply(a, b):
+        # A number against itself gives constants (x - x = 0, x / x = 1), not a value the user computed.
+        for result in (_apply(a, b) if a != b else (a + b, a * b)):
             pairs.setdefault(_cents(result), []).append((result, anchor_a or anchor_b))
     if any(anchor for _, anchor in pairs.get(target, ())):
         return True

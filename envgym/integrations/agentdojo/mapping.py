@@ -190,12 +190,12 @@ SINKS: dict[str, dict[str, Sink]] = {
                                  delegable=("first_name", "last_name", "street", "city")),
     },
     "slack": {
-        "add_user_to_channel": Sink(_EGRESS, (), payees=("user", "channel")),
+        "add_user_to_channel": Sink(_EGRESS, (), payees=("user", "channel"), intent=("add", "invite")),
         "send_direct_message": Sink(_EGRESS, (), ("body",), payees=("recipient",)),
         "send_channel_message": Sink(_EGRESS, (), ("body",), payees=("channel",)),
         # Whom to invite is the user's; that user's address may be where the user said to find it (a source the
         # user pointed at).
-        "invite_user_to_slack": Sink(_EGRESS, ("user", "user_email"), delegable=("user_email",)),
+        "invite_user_to_slack": Sink(_EGRESS, ("user", "user_email"), delegable=("user_email",), intent=("invite",)),
         "remove_user_from_slack": Sink(_DESTRUCTIVE, ("user",)),
         "post_webpage": Sink(_EGRESS, (), ("content",), payees=("url",)),
     },
