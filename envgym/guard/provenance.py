@@ -121,7 +121,6 @@ class Provenance:
         """Record a tool result. `arguments`: the call's, whose strings chose an untrusted result's source (its file
         name, URL, channel, query); `fetch`: the read went to an outside server."""
         if trusted:
-            self._trusted.append(content.lower())
             self.add_trusted_values(leaves(parse_result(content)))
         else:
             self._untrusted.append(content)
@@ -136,6 +135,7 @@ class Provenance:
             low = normalize(value if isinstance(value, str) else json.dumps(value))
             if not low:
                 continue
+            self._trusted.append(low)  # for the numbers it holds (`numbers`)
             self._trusted_values.add(low)
             if "@" in low or "." in low:
                 try:
