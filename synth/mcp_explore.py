@@ -272,19 +272,26 @@ class Explorer:
     def survey(self, template: Path) -> None:
         """Forget the values seen while seeding (ids a server hands out may not survive its restart) except accepted
         arguments and the paths in the seeded state `template`; then, on a fresh server over that state, call every
-        tool that did not write once and retry every tool that never worked, learning from the results."""
+        tool once and retry the ones that never worked or did not write yet should, learning from the results."""
         accepted, self.seen = self.accepted, {}
         for value in accepted:
             self.learn(value)
         found = sorted(p.relative_to(template).as_posix() for p in template.rglob("*"))
         self.paths = [".", *[p for p in found if not any(fnmatch.fnmatchcase(p, g) for g in self.episodes.exclude)][:50]]
+        # Whether a tool writes is decided here, on the seeded state: a first listing may create a file (a
+        # todo server's done.txt) and read only ever after.
+        wrote_seeding = {n: r.wrote for n, r in self.records.items()}
+        for record in self.records.values():
+            record.wrote = 0
         state = WorldState({})
         try:
-            for name in [n for n, r in self.records.items() if not r.wrote]:
-                self.call(state, name, self.arguments(self.tools[name]))
+            for name, tool in self.tools.items():
+                self.call(state, name, self.arguments(tool))
             for _ in range(RETRIES):
-                for name in [n for n, r in self.records.items() if r.ok == 0]:
-                    self.call(state, name, self.arguments(self.tools[name]))
+                for name, record in self.records.items():
+                    if record.ok == 0 or (record.wrote == 0 and (wrote_seeding[name] or
+                                                                 writes_by_name(self.tools[name]))):
+                        self.call(state, name, self.arguments(self.tools[name]))
         finally:
             self.episodes.stop(state)
 
