@@ -44,7 +44,8 @@ _POLITE = re.compile(r"\b(?:please|(?:can|could|would|will)\s+you|would you mind
                      r"i(?:'d| would) like you to)\b")
 _EMBEDDED = re.compile(r"\b(?:whether|if|when|why|how|what|which|who|whom)\b")
 _WANTS_RESULT = re.compile(r"\b(?:make sure|ensure|need|needs|want|wants|would like|get|gets|have)\b")
-_BACK_REFERENCE = re.compile(r"\b(?:it|them|that|this|those|these|same|the file|the email|the event)\b")
+_BACK_REFERENCE = re.compile(r"\b(?:it|them|that|this|those|these|same|the (?:file|document|spreadsheet|email|"
+                             r"message|event|meeting))\b")
 
 
 @dataclass(frozen=True)
