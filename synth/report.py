@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 HEADLINE = ("environments", "tools", "distinct_tool_signatures", "tasks", "task_program_shapes",
-            "instruction_near_duplicate_rate", "mean_tool_calls")
+            "instruction_near_duplicate_rate", "mean_tool_calls", "mechanisms_in_use", "mechanisms_per_world",
+            "tools_that_are_code", "tools_that_are_code_share", "tools_writing_several_records",
+            "tools_writing_several_records_share", "dependent_calls_per_task_median", "sentence_skeletons")
 
 
 def markdown(stats: dict[str, Any], title: str) -> str:
@@ -21,7 +23,8 @@ def markdown(stats: dict[str, Any], title: str) -> str:
     for n, v in curve:
         lines.append(f"| {n} | {v} | {v - previous} |")
         previous = v
-    for key in ("tools_by_operator", "tools_by_mutation", "domains_by_structural_operator", "tasks_rejected_by"):
+    for key in ("tools_by_operator", "tools_by_mutation", "domains_by_structural_operator", "tasks_rejected_by",
+                "worlds_by_mechanism", "dependent_calls_per_task"):
         if stats.get(key):
             lines += ["", f"## {key.replace('_', ' ')}", "", "| name | count |", "|---|---|",
                       *(f"| {k} | {v} |" for k, v in stats[key].items())]
