@@ -9,7 +9,7 @@ from pathlib import Path
 from envgym.rewards.answers import check_task_answers
 from envgym.world.errors import UnknownTaskError
 from envgym.world.files import load_tasks, load_world
-from envgym.world.live import check_live_tools
+from envgym.world.live import check_live_tools, live_folder_tools
 from envgym.world.replay import Plant, TargetCache
 from envgym.world.spec import SpecError, TaskSpec, WorldSpec
 from envgym.world.state import WorldState, generate_state
@@ -70,9 +70,7 @@ def build_environment(
     extra = None
     if directory is not None and "live" in (world.meta.get("mcp") or {}):
         # A live MCP world (`envgym synth run --mcp-server CMD --live`): a fresh server per episode, on the folder's
-        # state.
-        from synth.mcp_live import live_folder_tools
-
+        # state, from the provider the synthesizer registers as a plugin.
         extra = live_folder_tools(world, Path(directory))
     return EnvironmentData(world, tasks, directory, generate_state(world), ToolExecutor(world, directory, extra))
 

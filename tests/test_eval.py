@@ -99,7 +99,9 @@ def test_cli_eval_prints_one_json_summary(tmp_path: Path, capsys: pytest.Capture
                  "--out", str(tmp_path)])
     summary = json.loads(capsys.readouterr().out)
     assert code == 0 and summary["episodes"] == 6 and summary["pass@1"] == 0.0
-    assert {Path(p).name for p in summary["files"].values()} == {"report.md", "results.json", "chart.png"}
+    files = {Path(p).name: Path(p) for p in summary["files"].values()}
+    assert set(files) == {"report.md", "results.json", "chart.png", "episodes.jsonl"}
+    assert len(files["episodes.jsonl"].read_text().splitlines()) == 6  # one line per episode, for the viewer
 
 
 @pytest.mark.model

@@ -76,3 +76,27 @@ def check_live_tools(world: WorldSpec, implementations: Mapping[str, Callable[..
             "replay of each reference solution would write into the agent's server and grading could not see its "
             "state. Give every episode a fresh server (synth.mcp_live.EpisodeMCPTools), or simulate the tool over a "
             "data model (envgym synth run --mcp)")
+
+
+LIVE_PROVIDERS = "envgym.live_worlds"  # the entry-point group of live-world providers (pyproject.toml)
+
+
+def live_folder_tools(world: WorldSpec, directory: Any) -> dict[str, Callable[..., Any]]:
+    """The per-episode live tools of a folder whose `world.meta` names a live provider (`meta["mcp"]["live"]`).
+
+    Providers are plugins, found by entry point in the group `envgym.live_worlds` under the meta key's name: the
+    synthesizer registers `mcp` (a fresh MCP server per episode over a copy of the folder's state), so loading such a
+    folder never makes this layer import the synthesizer. A provider is `fn(world, directory) -> {tool: LiveTool}`.
+    """
+    from importlib.metadata import entry_points
+
+    kinds = [k for k in ("mcp",) if "live" in (world.meta.get(k) or {})]
+    if not kinds:
+        return {}
+    found = {ep.name: ep for ep in entry_points(group=LIVE_PROVIDERS)}
+    if kinds[0] not in found:
+        raise EnvConfigError(
+            f"{world.name}: a live {kinds[0]} world, but no provider for it is installed (entry point group "
+            f"{LIVE_PROVIDERS!r}, name {kinds[0]!r}); install envgym with `pip install -e .`")
+    provider: Callable[..., dict[str, Callable[..., Any]]] = found[kinds[0]].load()
+    return provider(world, directory)
