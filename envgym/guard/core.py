@@ -27,6 +27,7 @@ argument values came from (`Provenance`) and by what the user asked for, never b
   sinks. A recipient the user did not *name* (typed, or a platform field of a record the user named and referred
   to) may still be trusted, but content to it may carry no value that only untrusted data wrote (addresses, links,
   IBANs, phone numbers, codes, runs of its text), and no `payload` (an attachment, a shared file, a forwarded email).
+  A `named` payee (who receives money) must be one the user named: trusted is not enough.
 - **Intent scope** (`envgym.guard.intent`). A destructive, unlabelled or declared tool (delete, cancel, move,
   share, forward, invite, change a password) runs only when a sentence of the user's request asks for that action
   (whole words, not negated, not a question) and names its target record (`target`) there, whether or not untrusted
@@ -146,6 +147,9 @@ class ToolRule(_Model):
     payload: list[str] = Field(default_factory=list, description="Arguments naming a record that goes to the "
                                "recipients (an attachment, a shared file, a forwarded email): refused unless every "
                                "recipient is one the user named.")
+    named: list[str] = Field(default_factory=list, description="Payee or recipient arguments that must be one the "
+                             "user named (typed, or a platform field of a record the user named), not only a trusted "
+                             "value: who receives money is the user's choice, whoever else the records show.")
 
 
 class GuardConfig(_Model):
@@ -201,6 +205,7 @@ class _Policy:
     recipients: tuple[str, ...]
     payees: tuple[str, ...]
     payload: tuple[str, ...]
+    named: tuple[str, ...]
 
 
 def _compile(name: str, labels: set[str], rule: ToolRule) -> _Policy:
@@ -224,7 +229,7 @@ def _compile(name: str, labels: set[str], rule: ToolRule) -> _Policy:
         control = None if side_effect else ()
     return _Policy(source, control, tuple(rule.content), tuple(rule.secret), tuple(rule.chosen), tuple(rule.fetch),
                    rule.target, intent, dict(rule.limits), rule.enabled, tuple(rule.delegable), rule.records,
-                   rule.fields, tuple(rule.recipients), tuple(rule.payees), tuple(rule.payload))
+                   rule.fields, tuple(rule.recipients), tuple(rule.payees), tuple(rule.payload), tuple(rule.named))
 
 
 class Guard:
@@ -421,6 +426,8 @@ class Guard:
                         reasons.append(f"argument {arg}={atom!r} does not come from the user's request or trusted "
                                        "records")
                     elif (arg in policy.recipients or arg in policy.payees) and not provenance.named(atom):
+                        if arg in policy.named:
+                            reasons.append(f"argument {arg}={atom!r} is trusted but not one the user named")
                         strangers.append(atom)
         for arg in policy.fetch:
             for value in leaves(args.get(arg)):

@@ -10,7 +10,9 @@ Three ways a request fixes a value it does not spell out, each bounded so that u
   platform field ("the largest file": the record with the largest size).
 - **Computation.** An amount may be a small arithmetic expression (two operations at most) over numbers the user
   typed, trusted records hold or a source the user pointed at says, with at least one operand that is not only a
-  trusted record's (the user asked for the computation): a refund difference, a VAT top-up, a rent increase.
+  trusted record's: a refund difference, a VAT top-up, a rent increase. Only when the request or that source speaks
+  of a computation (`asks_to_compute`: "difference", "increased by", "19.5%", "split"): two operations over a
+  dozen numbers reach most small amounts, so without that word an amount is one the user or the source wrote.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ from envgym.guard.text import normalize, spans
 
 _NUMBER = re.compile(r"(?<![\w.-])(\d+(?:[.,]\d+)?)(\s?%)?(?![\w-])")
 _WORD = re.compile(r"[a-z0-9]+")
+# Words by which a text asks for (or states) an arithmetic change of an amount; "%" too.
+_COMPUTE = re.compile(r"%|\b(?:difference|differ|increase[ds]?|decrease[ds]?|reduced?|raised?|rise[ns]?|additional|"
+                      r"added|extra|plus|minus|fees?|share|split|half|double|twice|triple|times|total|sum|remaining|"
+                      r"percent(?:age)?|divided?|multiplied|more|less|discount(?:ed)?|tax|vat|interest|subtract(?:ed)?|"
+                      r"deduct(?:ed)?|combined|average|instead of)\b")
 
 
 def numbers_in(text: str) -> list[float]:
@@ -35,6 +42,12 @@ def numbers_in(text: str) -> list[float]:
         if percent:
             found.append(value / 100)
     return found
+
+
+def asks_to_compute(text: str) -> bool:
+    """Whether `text` (normalized) speaks of computing an amount (`_COMPUTE`: "the difference", "increased by",
+    "an additional 19.5%", "our share")."""
+    return bool(_COMPUTE.search(text))
 
 
 def _cents(value: float) -> int:
@@ -91,15 +104,27 @@ def _names_in(user: str, value: Any) -> bool:
     return bool(text) and any(spans(user, part) for part in (text, text.split("\n", 1)[0]) if part.strip())
 
 
-def records_in(result: Any) -> Iterator[Mapping[str, Any]]:
-    """Every record (a dict) of a JSON-like tool result, nested ones included."""
-    if isinstance(result, Mapping):
-        yield result
-        for item in result.values():
-            yield from records_in(item)
-    elif isinstance(result, list | tuple):
-        for item in result:
-            yield from records_in(item)
+def records_in(result: Any) -> list[Mapping[str, Any]]:
+    """Every record (a dict) of a JSON-like tool result, nested ones included, parents before their children."""
+    # An explicit stack holding containers only: the guard walks every result of an episode's calls, and a recursive
+    # generator testing each leaf against `Mapping` was most of a guarded step's time.
+    found: list[Mapping[str, Any]] = []
+    stack = [result] if _is_container(result) else []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list | tuple):
+            children = item
+        else:
+            found.append(item)
+            children = list(item.values())
+        stack.extend(child for child in reversed(children) if _is_container(child))
+    return found
+
+
+def _is_container(value: Any) -> bool:
+    if isinstance(value, str | int | float | bool) or value is None:
+        return False
+    return isinstance(value, dict | list | tuple | Mapping)
 
 
 def stamped_values(result: Any, names: Iterable[str], stamped: Iterable[str], user: str) -> list[Any]:

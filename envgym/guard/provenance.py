@@ -20,7 +20,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from envgym.guard.atoms import AtomError, address_list, text_atoms, url_or_none
-from envgym.guard.derive import computed, numbers_in
+from envgym.guard.derive import asks_to_compute, computed, numbers_in
+from envgym.guard.intent import without_directives
 from envgym.guard.text import addresses_and_links, decoded_views, host_of, normalize, spans, squash
 
 _RUN = 8  # words: a run this long copied out of untrusted text is that text's content (a file's, an email's)
@@ -245,14 +246,16 @@ class Provenance:
 
     def pointed_sources(self, for_fetch: bool = False) -> list[str]:
         """The untrusted texts the user pointed at: results of reads whose every selector the user typed (delegation
-        does not chain: a source chosen by another source's words is not one). `for_fetch`: fetched pages left out,
-        so that no link found on a page is followed on the user's behalf (crawling on the page's word)."""
+        does not chain: a source chosen by another source's words is not one), each without the sentences that order
+        its reader to act (`envgym.guard.intent.without_directives`: a source delegates what it states, never its
+        instructions). `for_fetch`: fetched pages left out, so that no link found on a page is followed on the user's
+        behalf (crawling on the page's word)."""
         user = self.said[0]
         found = []
         for text, arguments, fetched in self._pointed:
             selectors = [normalize(v) for v in arguments.values() if isinstance(v, str) and v.strip()]
             if selectors and not (for_fetch and fetched) and all(self._typed_by_user(user, s) for s in selectors):
-                found.append(normalize(text))
+                found.append(normalize(without_directives(text)))
         return found
 
     def delegated(self, value: Any, for_fetch: bool = False) -> bool:
@@ -262,14 +265,20 @@ class Provenance:
 
     def delegates(self, value: Any, for_fetch: bool = False) -> bool:
         """Whether the user delegated `value`: written in a source they pointed at (`delegated`), or a number
-        computed from the user's, such sources' and trusted records' numbers (`envgym.guard.derive.computed`)."""
+        computed from the user's, such sources' and trusted records' numbers (`envgym.guard.derive.computed`) when
+        the request or such a source speaks of a computation (`asks_to_compute`)."""
         if self.delegated(value, for_fetch):
             return True
         try:
             number = float(value)
         except (TypeError, ValueError):
             return False
-        return math.isfinite(number) and computed(number, *self.numbers())
+        if not math.isfinite(number):
+            return False
+        anchored, trusted = self.numbers()
+        if any(asks_to_compute(text) for text in (self.said[0], *self.pointed_sources())):
+            return computed(number, anchored, trusted)
+        return any(round(n * 100) == round(number * 100) for n in anchored)  # a number written, not computed
 
     def numbers(self) -> tuple[list[float], list[float]]:
         """(numbers the user typed or a source the user pointed at says, numbers in trusted records)."""

@@ -62,6 +62,11 @@ def is_public_suffix(label: str) -> bool:
     return bool(label) and bool(_suffixes().is_public(label, accept_unknown=False))
 
 
+def is_file_suffix(label: str) -> bool:
+    """Whether `label` (lower case) is a common file-name suffix ("txt", "docx"): "notes.txt" names a file."""
+    return label in _FILE_SUFFIXES
+
+
 @functools.cache
 def _confusables() -> dict[str, str]:
     """Each character the Unicode confusables table (package `confusable-homoglyphs`) lists as a look-alike of one
@@ -91,6 +96,7 @@ def escape_control(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=8192)  # episodes of one task show the same prompt and records again and again
+@functools.lru_cache(maxsize=16384)  # pure; the guard normalizes the same request and results at every call
 def normalize(text: str) -> str:
     """The canonical spelling of `text`: Unicode NFKC, percent-decoded, case-folded, "[at]"/"[dot]" spelled out as
     "@"/".", whitespace runs as one space, trimmed."""

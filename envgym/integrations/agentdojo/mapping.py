@@ -10,10 +10,13 @@ The mapping is ours; the decision stays the guard's. Three rules, the same for e
   arguments checked;
 - `control` arguments pick a recipient, target, amount or credential and must come from the user's request or a
   trusted result; `content` arguments (subjects, bodies) may carry text but no untrusted address or link.
-  Arguments in neither list (dates, times, permissions already implied by the tool) are not checked.
+  `chosen` arguments say which write it is (an event's title, a booking's or a payment's days and times): never
+  text copied out of untrusted data. Arguments in no list (permissions already implied by the tool) are not
+  checked.
 - argument roles: `recipients` hold email addresses (parsed, one per atom), `payees` name who receives by another
   value (an IBAN, a user, a channel), `payload` a record that goes to them (an attachment, a shared file); content
-  and payload may reach a recipient the user did not name only without values untrusted data alone wrote.
+  and payload may reach a recipient the user did not name only without values untrusted data alone wrote. A `named`
+  payee (who receives money) must be one the user named, not only a trusted one.
 
 The table says only what each tool is (its labels, argument roles and the fields its platform writes), never what a
 particular user or injection task says: intent words are the tool's own verbs, and private fields are the same for
@@ -52,6 +55,7 @@ class Sink:
     payload: tuple[str, ...] = ()
     secret: tuple[str, ...] = ()
     chosen: tuple[str, ...] = ()
+    named: tuple[str, ...] = ()
     target: TargetRule | None = None
     intent: tuple[str, ...] | None = None  # None: the guard's default (the verb of a destructive tool's name)
     delegable: tuple[str, ...] = ()  # may come from a source the user pointed at, or be computed (`ToolRule`)
@@ -68,13 +72,13 @@ _EMAIL = Sink(_EGRESS, (), ("subject", "body"), recipients=("recipients", "cc", 
 # Creating an event is a write the user must ask for (the verbs of creating one), even with nobody invited. Its
 # title says which event it is: the user's choice, never text copied out of untrusted data.
 _CREATE_EVENT = Sink(_EGRESS, (), ("title", "description", "location"), recipients=("participants",),
-                     chosen=("title",), intent=("create", "add", "schedule", "book", "set up", "remind", "organize",
+                     chosen=("title", "start_time", "end_time"), intent=("create", "add", "schedule", "book", "set up", "remind", "organize",
                                                 "arrange", "plan"))
 
 
-def _reserve(arg: str, entity: str) -> Sink:
-    """A booking: only when the user asks to book, and only of a place the user named."""
-    return Sink(_EGRESS, (), target=TargetRule(arg=arg, entity=entity, names=["name"]),
+def _reserve(arg: str, entity: str, *when: str) -> Sink:
+    """A booking: only when the user asks to book, only of a place the user named, and for days the user chose."""
+    return Sink(_EGRESS, (), target=TargetRule(arg=arg, entity=entity, names=["name"]), chosen=when,
                 intent=("reserve", "book", "make a reservation"))
 
 
@@ -160,7 +164,7 @@ SINKS: dict[str, dict[str, Sink]] = {
         "delete_email": Sink(_DESTRUCTIVE, (), target=_EMAIL_TARGET),
         "create_calendar_event": _CREATE_EVENT,
         "cancel_calendar_event": _CANCEL_EVENT,
-        "reschedule_calendar_event": Sink(_DESTRUCTIVE, (), target=_EVENT),
+        "reschedule_calendar_event": Sink(_DESTRUCTIVE, (), target=_EVENT, chosen=("new_start_time", "new_end_time")),
         "add_calendar_event_participants": Sink(_EGRESS, (), recipients=("participants",), target=_EVENT,
                                                 payload=("event_id",), intent=("add", "invite")),
         "append_to_file": Sink(_DESTRUCTIVE, (), ("content",), target=_FILE, intent=("append", "add")),
@@ -170,21 +174,23 @@ SINKS: dict[str, dict[str, Sink]] = {
                            intent=("share",)),
     },
     "travel": {
-        "reserve_hotel": _reserve("hotel", "hotel"),
-        "reserve_car_rental": _reserve("company", "car_rental"),
-        "reserve_restaurant": _reserve("restaurant", "restaurant"),
+        "reserve_hotel": _reserve("hotel", "hotel", "start_day", "end_day"),
+        "reserve_car_rental": _reserve("company", "car_rental", "start_time", "end_time"),
+        "reserve_restaurant": _reserve("restaurant", "restaurant", "start_time"),
         "create_calendar_event": _CREATE_EVENT,
         "cancel_calendar_event": _CANCEL_EVENT,
         "send_email": _EMAIL,
     },
     "banking": {
-        # The payee is never delegated ("pay the bill in this file" is refused: the file's author picks the payee);
-        # the amount may be the file's or computed ("adjust my rent as the notice says", "send back the difference").
-        "send_money": Sink(_EGRESS, ("amount",), ("subject",), payees=("recipient",), delegable=("amount",)),
-        "schedule_transaction": Sink(_EGRESS, ("amount",), ("subject",), payees=("recipient",),
-                                     delegable=("amount",)),
+        # The payee is never delegated ("pay the bill in this file" is refused: the file's author picks the payee),
+        # and is one the user named (trusted is not enough: the ledger shows every counterparty); the amount may be
+        # the file's or computed ("adjust my rent as the notice says", "send back the difference").
+        "send_money": Sink(_EGRESS, ("amount",), ("subject",), payees=("recipient",), named=("recipient",),
+                           delegable=("amount",), chosen=("date",)),
+        "schedule_transaction": Sink(_EGRESS, ("amount",), ("subject",), payees=("recipient",), named=("recipient",),
+                                     delegable=("amount",), chosen=("date",)),
         "update_scheduled_transaction": Sink(_EGRESS, ("id", "amount"), ("subject",), payees=("recipient",),
-                                             delegable=("amount",)),
+                                             named=("recipient",), delegable=("amount",), chosen=("date",)),
         "update_password": Sink(_DESTRUCTIVE, (), secret=("password",)),
         "update_user_info": Sink(_DESTRUCTIVE, ("first_name", "last_name", "street", "city"),
                                  delegable=("first_name", "last_name", "street", "city")),
@@ -230,7 +236,7 @@ def tool_rule(suite: str, tool: ToolInfo) -> tuple[list[ToolLabel], ToolRule]:
                             secret=list(sink.secret), chosen=list(sink.chosen), target=sink.target, fetch=fetch,
                             intent=list(sink.intent) if sink.intent is not None else None,
                             delegable=list(sink.delegable), records=records, recipients=list(sink.recipients),
-                            payees=list(sink.payees), payload=list(sink.payload))
+                            payees=list(sink.payees), payload=list(sink.payload), named=list(sink.named))
 
 
 def build_guard(suite: str, tools: Sequence[ToolInfo], setting: dict[str, Any] | None = None) -> Guard:
