@@ -8,6 +8,7 @@ p50/p95 of the wait per pool size and the ratio to the baseline without a pool, 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import time
@@ -38,6 +39,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=12)
     parser.add_argument("--think", type=float, default=0.5)
+    parser.add_argument("--json", action="store_true", help="end with one {metric, value, ...} line per pool size")
     args = parser.parse_args()
     base: float | None = None
     for pool in (0, 1, 2):
@@ -45,6 +47,10 @@ def main() -> None:
         p50, p95 = statistics.median(w), w[round(0.95 * (len(w) - 1))]
         base = base or p50
         print(f"pool {pool}: wait p50 {p50:.3f} s, p95 {p95:.3f} s, p50 vs no pool {base / max(p50, 1e-9):.1f}x")
+        if args.json and pool:
+            print(json.dumps({"metric": f"episode's wait for its server p50, pool of {pool}: none / pool",
+                              "value": round(p50, 4), "unit": "s", "baseline": round(base, 4),
+                              "ratio": round(base / max(p50, 1e-9), 1)}))
 
 
 if __name__ == "__main__":

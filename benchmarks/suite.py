@@ -182,6 +182,44 @@ def guard_security(objects: list[dict[str, Any]]) -> list[Record]:
     return records
 
 
+def _last_with(objects: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    return next(o for o in reversed(objects) if key in o)
+
+
+def sessions(objects: list[dict[str, Any]]) -> list[Record]:
+    r = _last_with(objects, "metric")
+    levels = [o for o in objects if "sessions" in o and "step_p99_ms" in o]
+    return [
+        Record("sessions", r["metric"], r["value"], "ms", None, None, "< 100"),
+        Record("sessions", "errors at the largest level", r["errors"], "errors", None, None, "== 0"),
+        *[Record("sessions", f"{o['sessions']} {o.get('env', '')} sessions: server MiB per session",
+                 o["mib_per_session"], "MiB") for o in levels if "mib_per_session" in o][-1:],
+    ]
+
+
+def gc_pauses(objects: list[dict[str, Any]]) -> list[Record]:
+    r = _last_with(objects, "metric")
+    before, after = r["variants"][0], r["variants"][-1]
+    return [Record("gc_pauses", r["metric"], after["gc_time_share"], "fraction", before["gc_time_share"], r["value"],
+                   "> 1")]
+
+
+def soak(objects: list[dict[str, Any]]) -> list[Record]:
+    r = _last_with(objects, "p99_ratio")
+    return [
+        Record("soak", f"valid-client step p99 beside {r['hostile']} hostile clients: soak / baseline",
+               r["soak"]["valid_p99_ms"], "ms", r["baseline"]["valid_p99_ms"], r["p99_ratio"], "<= 3"),
+        Record("soak", "server RSS growth after warm-up", r["rss"]["growth_pct"], "%", None, None, "<= 10"),
+    ]
+
+
+def reward_hacking(objects: list[dict[str, Any]]) -> list[Record]:
+    r = _last_with(objects, "metric")
+    worst = r["worst"]
+    return [Record("reward_hacking", f"worst agent / oracle reward (here {worst['agent']} on {worst['env']}, "
+                   f"{worst['mode']})", r["value"], "ratio", None, None, "<= 0.5")]
+
+
 def named(name: str, extract: Extractor) -> Extractor:
     """An extractor that also keeps any records the script printed itself."""
     return lambda objects: extract(objects) + own_records(name, objects)
@@ -208,6 +246,18 @@ SUITE: tuple[Benchmark, ...] = (
     Benchmark("guard_security", "guard_security.py", ("--every", "1", "--out", "{tmp}"),
               ("--every", "16", "--out", "{tmp}"), guard_security,
               "workspace attacks with the guard on; false refusals"),
+    Benchmark("reward_hacking", "reward_hacking.py", ("--json",),
+              ("--json", "--tasks", "3", "--synth-domains", "3", "--out", "{tmp}/reward_hacking.md"), reward_hacking,
+              "controls and reward hackers against every training reward, over the oracle"),
+    Benchmark("sessions", "sessions.py", ("--json",),
+              ("--json", "--envs", "retail", "--levels", "4000", "--seconds", "15", "--warmup", "5"), sessions,
+              "thousands of live sessions calling every 2 s on one env server"),
+    Benchmark("gc_pauses", "gc_pauses.py", ("--json",), ("--json", "--sessions", "2000", "--seconds", "8"),
+              gc_pauses, "collector time of a worker holding many sessions, with and without HeapKeeper"),
+    Benchmark("soak", "soak.py", (), ("--minutes", "1", "--baseline-s", "10", "--clients", "32", "--hostile", "8"),
+              soak, "valid clients beside hostile ones for minutes: latency and memory"),
+    Benchmark("mcp_pool", "mcp_pool.py", ("--json",), ("--json", "--episodes", "6"), named("mcp_pool", lambda o: []),
+              "a live MCP world's wait for its fresh server, with a warm pool"),
 )
 
 
