@@ -8,12 +8,18 @@ that result, which is what the program records), arrays and objects drawn from t
 values seen. The answer is a value of the last result. Every walk is replayed on another fresh server, and kept
 only if each result and the final state digest are the same (the sim-vs-live control).
 
-Values: a string argument takes a value seen under the same key (a result's `name`, `id`, ...) when there is one,
-else a word; an argument described as SQL takes a statement over the tables the walk created or saw.
+Values: a string argument takes a value an earlier call of the walk, or any call, accepted for it, or a value seen
+under the same key (a result's `name`, `id`, ...), else a word; an argument described as SQL takes a statement over
+the tables the walk created or saw; an object takes the matching fields of one record a result held (so an entity's
+name and its own observations go together); a path argument takes the state folder's files or folders (which, by
+the tool's and the argument's names). Text results are read through their `Key: value` lines
+(`synth.program.text_fields`), and names they mention (quoted, or alone on a line, like branches) are candidates
+for arguments that name a branch, revision or other reference.
 """
 
 from __future__ import annotations
 
+import base64
 import fnmatch
 import random
 import re
@@ -29,13 +35,16 @@ from envgym.world.tools import ToolError
 from synth.lexicon import NOTES, WORDS, words
 from synth.mcp_live import EpisodeMCPTools
 from synth.mcp_worlds import TIMEZONES
-from synth.program import AnswerStep, CallStep, Expr, Program
+from synth.program import AnswerStep, CallStep, Expr, Program, text_fields
 
 WRITE_VERBS = ("create", "add", "insert", "write", "update", "edit", "delete", "remove", "append", "set", "toggle",
                "complete", "move", "rename", "put", "save")
 ADD_VERBS = {"create", "add", "insert", "append", "write", "new", "put", "save"}
 SEED_CALLS = 10
-RETRIES = 3
+RETRIES = 5
+# Arguments that name a reference in a versioned store: any of them may take a value seen under any other.
+REFERENCES = {"revision", "commit", "sha", "ref", "target", "branch", "hash", "tag"}
+MENTIONED = re.compile(r"'([^'\n]{1,60})'|^[*\s]*([\w./-]{1,60})\s*$", re.M)
 MAX_TEXT_ANSWER = 80
 
 
@@ -79,21 +88,48 @@ def writes_by_name(tool: ToolSpec) -> bool:
 
 
 def leaves(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[list[str | int], Any]]:
-    """(path, scalar) of every string, number or boolean inside a JSON value, in document order."""
+    """(path, scalar) of every string, number or boolean inside a JSON value, in document order; a text of several
+    lines yields its `Key: value` lines instead (when it has any), each under its key."""
     if isinstance(value, dict):
         for k, v in value.items():
             yield from leaves(v, (*path, k))
     elif isinstance(value, list):
         for i, v in enumerate(value):
             yield from leaves(v, (*path, i))
+    elif isinstance(value, str) and "\n" in value.strip() and (fields := text_fields(value)):
+        for k, v in fields.items():
+            yield [*path, k], v
     elif isinstance(value, str | int | float) and value != "":
         yield list(path), value
+
+
+def records(value: Any) -> Iterator[dict[str, Any]]:
+    """Every object inside a JSON value, outermost first."""
+    if isinstance(value, dict):
+        yield value
+        for v in value.values():
+            yield from records(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from records(v)
 
 
 def found_nothing(result: Any) -> bool:
     """A result whose lists are all empty (a search or filter that matched nothing): no walk goes on from it."""
     lists = [v for v in (result.values() if isinstance(result, dict) else [result]) if isinstance(v, list)]
     return bool(lists) and not any(lists)
+
+
+def _strings(value: Any) -> Iterator[tuple[list[str | int], str]]:
+    """(path, text) of every string inside a JSON value, texts of several lines whole."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from ((([k, *p]), t) for p, t in _strings(v))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from ((([i, *p]), t) for p, t in _strings(v))
+    elif isinstance(value, str):
+        yield [], value
 
 
 def _last_key(path: list[str | int]) -> str:
@@ -113,7 +149,20 @@ def _matches(arg: str, key: str) -> bool:
         return False
     a, k = _tokens(arg), _tokens(key)
     return arg == key or k <= a or bool(a & k & {"id", "name", "key", "path", "uri", "title"}) or (
-        bool(a & {"query", "q", "search"}) and bool(k & {"name", "title", "text", "content", "description"}))
+        bool(a & {"query", "q", "search"}) and bool(k & {"name", "title", "text", "content", "description"})) or (
+        bool(a & REFERENCES) and bool(k & REFERENCES))
+
+
+def _fits(schema: dict[str, Any], value: Any) -> bool:
+    """Whether a seen value has the JSON type an argument's schema asks for."""
+    kind = _kind(schema)
+    if kind == "array":
+        return isinstance(value, list) and bool(value)
+    if kind == "object":
+        return isinstance(value, dict)
+    if kind in ("integer", "number"):
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, str) if kind == "string" else isinstance(value, bool)
 
 
 def _kind(schema: dict[str, Any]) -> str:
@@ -147,7 +196,14 @@ class Explorer:
         self.records = {name: ToolRecord() for name in self.tools}
         self.final_digest = ""  # the state digest the last walk ended on
         self.accepted: list[Any] = []  # arguments of calls that worked: names and paths the state now holds
+        self.worked: dict[str, list[Any]] = {}  # argument name -> values a call accepted for it
+        self.in_walk: dict[str, list[Any]] = {}  # the same, for the calls of the walk under way
+        self.refused: set[tuple[str, str]] = set()  # (argument, value) an error message named: not drawn again
+        self.objects: list[dict[str, Any]] = []  # records results held, newest last
+        self.mentioned: list[str] = []  # names text results mentioned (quoted, or alone on a line)
         self.paths: list[str] = ["."]  # relative paths in the state folder
+        self.files: list[str] = []
+        self.dirs: list[str] = ["."]
         self.used: dict[str, int] = {}  # tool -> kept tasks that call it
         self.speaks_sql = any(re.search(r"\bsql\b", s.description, re.I) for s in self.tools.values())
 
@@ -156,6 +212,15 @@ class Explorer:
         """Remember the values a result (or, `accepted`, the arguments of a call that worked) held, by key."""
         if accepted:
             self.accepted.append(value)
+        else:
+            for record in records(value):
+                if record not in self.objects:
+                    self.objects = [*self.objects[-99:], record]
+            for text in (leaf for _, leaf in _strings(value)):
+                for quoted, alone in MENTIONED.findall(text):
+                    name = quoted or alone
+                    if name and name not in self.mentioned and len(self.mentioned) < 100:
+                        self.mentioned.append(name)
         for path, leaf in leaves(value):
             key = _last_key(path)
             bucket = self.seen.setdefault(key, [])
@@ -165,7 +230,35 @@ class Explorer:
                 self.tables.append(leaf)
 
     def _seen_for(self, arg: str) -> list[Any]:
-        return [v for key, values in self.seen.items() if _matches(arg, key) for v in values if isinstance(v, str)]
+        seen = [v for key, values in self.seen.items() if _matches(arg, key) for v in values if isinstance(v, str)]
+        if _tokens(arg) & REFERENCES and (not seen or self.rng.random() < 0.5):
+            seen = self.mentioned  # a branch a listing named, where no result named one under a key
+        return [v for v in seen if (arg, v) not in self.refused]
+
+    def _paths_for(self, name: str, tool: ToolSpec) -> list[str]:
+        """Paths of the state folder for a path argument: folders where the tool or argument names a folder or a
+        repository, files where they name a file, else both."""
+        words_ = _tokens(name) | _tokens(tool.name)
+        if words_ & {"directory", "dir", "folder", "repo", "repository", "tree"}:
+            return self.dirs
+        return self.files or self.paths if "file" in words_ else self.paths
+
+    def _record_for(self, schema: dict[str, Any]) -> dict[str, Any] | None:
+        """The fields of one seen record that fill every required property of an object schema, or None."""
+        props: dict[str, Any] = schema.get("properties", {})
+        required = schema.get("required", list(props))
+        candidates = []
+        for record in self.objects:
+            filled: dict[str, Any] = {}
+            for prop in required:
+                key = next((k for k in record if _matches(prop, k) and _fits(props.get(prop, {}), record[k])), None)
+                if key is None:
+                    break
+                value = record[key]
+                filled[prop] = value[:1] if isinstance(value, list) else value  # one item: a change can take it
+            else:
+                candidates.append(filled)
+        return self.rng.choice(candidates) if candidates else None
 
     def _sql(self, arg_doc: str) -> str:
         doc = arg_doc.lower()
@@ -202,6 +295,9 @@ class Explorer:
             return [self.value(name, schema.get("items", {}), tool, depth + 1) for _ in range(count)]
         if kind == "object":
             props = schema.get("properties", {})
+            record = self._record_for(schema) if rng.random() < 0.6 else None
+            if record is not None:
+                return record
             required = schema.get("required", list(props))
             return {k: self.value(k, v, tool, depth + 1) for k, v in props.items() if k in required}
         doc = f"{schema.get('description', '')} {tool.description}"
@@ -210,11 +306,21 @@ class Explorer:
             return f"{rng.randint(0, 23):02d}:{rng.choice([0, 15, 30, 45]):02d}"
         if "IANA" in own or "timezone" in _tokens(name):
             return rng.choice(TIMEZONES)
+        if schema.get("format") in ("uri", "uri-reference") and re.search(r"\bdata uri", own, re.I):
+            return "data:text/plain;base64," + base64.b64encode(rng.choice(NOTES).encode()).decode()
+        quoted = re.findall(r"'([\w.-]{1,30})'", own)  # "local branches ('local'), ... or all ('all')"
+        if quoted and rng.random() < 0.8:
+            return rng.choice(quoted)
         if re.search(r"\bsql\b|\bselect\b|create table", doc, re.I) and name in ("query", "sql", "statement"):
             return self._sql(str(schema.get("description", "")) or tool.description)
+        for memory in (self.in_walk, self.worked):  # what a call accepted: first this walk's, then any
+            known = [v for v in memory.get(name, []) if isinstance(v, str) and (name, v) not in self.refused]
+            if depth == 0 and known and rng.random() < 0.5:
+                return rng.choice(known)
         seen = self._seen_for(name)
         if _tokens(name) & {"path", "directory", "dir", "file", "repo", "source", "destination"}:
-            seen = [*seen, *self.paths]  # relative paths resolve in the server's state folder, its working directory
+            # Relative paths resolve in the server's state folder, its working directory.
+            seen = [*seen, *self._paths_for(name, tool)]
         if seen and rng.random() < 0.7:
             return rng.choice(seen)
         return rng.choice(NOTES) if _tokens(name) & {"text", "content", "contents", "description", "observation",
@@ -228,8 +334,7 @@ class Explorer:
     # --- calls ----------------------------------------------------------------------------------------------
     def call(self, state: WorldState, name: str, arguments: dict[str, Any]) -> Step:
         """Call one tool on `state`'s server and record the result, the error, and whether the state changed."""
-        folder = self.episodes.folder(state)
-        before = self.episodes.digest(folder)
+        before = self.episodes.state_digest(state)
         step = Step(tool=name, arguments=arguments)
         record = self.records[name]
         try:
@@ -239,11 +344,18 @@ class Explorer:
             record.ok += 1
             self.learn(step.result)
             self.learn(arguments, accepted=True)  # a name or path a call accepted is one the server knows now
+            for arg, value in arguments.items():
+                for memory in (self.worked, self.in_walk):
+                    if value not in memory.setdefault(arg, []):
+                        memory[arg] = [*memory[arg][-19:], value]
         except ToolError as exc:
             step.error = str(exc)
             record.failed += 1
             record.last_error = step.error[:200]
-        step.wrote = self.episodes.digest(folder) != before
+            # "Todo with ID '4' not found": a value the error names is one this state does not hold.
+            self.refused |= {(arg, value) for arg, value in arguments.items()
+                             if isinstance(value, str) and value and f"'{value}'" in step.error}
+        step.wrote = self.episodes.state_digest(state) != before
         record.wrote += step.wrote
         return step
 
@@ -273,11 +385,17 @@ class Explorer:
         """Forget the values seen while seeding (ids a server hands out may not survive its restart) except accepted
         arguments and the paths in the seeded state `template`; then, on a fresh server over that state, call every
         tool once and retry the ones that never worked or did not write yet should, learning from the results."""
-        accepted, self.seen = self.accepted, {}
+        accepted, self.seen, self.worked, self.refused = self.accepted, {}, {}, set()
         for value in accepted:
             self.learn(value)
-        found = sorted(p.relative_to(template).as_posix() for p in template.rglob("*"))
-        self.paths = [".", *[p for p in found if not any(fnmatch.fnmatchcase(p, g) for g in self.episodes.exclude)][:50]]
+        found = sorted(p for p in template.rglob("*") if not any(
+            part.startswith(".") for part in p.relative_to(template).parts))  # hidden: a server's own (.git)
+        kept = [p for p in found if not any(fnmatch.fnmatchcase(p.relative_to(template).as_posix(), g)
+                                            for g in self.episodes.exclude)][:50]
+        self.files = [p.relative_to(template).as_posix() for p in kept if p.is_file()]
+        self.dirs = [".", *[p.relative_to(template).as_posix() for p in kept if p.is_dir()]]
+        self.paths = [*self.dirs, *self.files]
+        self.objects, self.mentioned = [], []
         # Whether a tool writes is decided here, on the seeded state: a first listing may create a file (a
         # todo server's done.txt) and read only ever after.
         wrote_seeding = {n: r.wrote for n, r in self.records.items()}
@@ -330,6 +448,7 @@ class Explorer:
         """`length` calls on a fresh server over the initial state; None when a call fails."""
         state = WorldState({})
         steps: list[Step] = []
+        self.in_walk = {}
         try:
             for _ in range(length):
                 name = self._next_tool(steps, usable)
@@ -341,7 +460,7 @@ class Explorer:
                 if step.error is not None or found_nothing(step.result):
                     return None
                 steps.append(step)
-            self.final_digest = self.episodes.digest(self.episodes.folder(state))
+            self.final_digest = self.episodes.state_digest(state)
             return steps
         finally:
             self.episodes.stop(state)
@@ -357,7 +476,7 @@ class Explorer:
                     return False
                 if again != step.result:
                     return False
-            return self.episodes.digest(self.episodes.folder(state)) == self.final_digest
+            return self.episodes.state_digest(state) == self.final_digest
         finally:
             self.episodes.stop(state)
 
@@ -365,10 +484,10 @@ class Explorer:
         """A value of the last result to ask for (not one the request itself states); (None, None) if none fits."""
         said = {str(v) for s in steps for _, v in leaves(s.arguments)}
         last = steps[-1].result
-        if isinstance(last, str):
-            return ([], last) if 0 < len(last) <= MAX_TEXT_ANSWER and last not in said else (None, None)
         options = [(p, v) for p, v in leaves(last) if str(v) not in said and len(str(v)) <= MAX_TEXT_ANSWER
                    and not isinstance(v, bool)]
+        if isinstance(last, str) and "\n" not in last.strip():
+            options = [([], last)] if 0 < len(last) <= MAX_TEXT_ANSWER and last not in said else []
         if not options:
             return None, None
         return self.rng.choice(options)

@@ -6,13 +6,16 @@ that state's own server process over its own copy of the `template` folder; `{st
 one of its environment variables stands for that copy's path (`mcp-server-sqlite --db-path {state}/db.sqlite`,
 `MEMORY_FILE_PATH={state}/memory.jsonl`). After every call a digest of the copy (leaving out the `exclude` globs,
 e.g. timestamped backups) goes into the world state (`envgym.world.live.record_live_state`), so grading sees what
-the server changed. The server stops and its copy is removed when the state is stopped or collected.
+the server changed. Where a folder's bytes cannot say it (a git index holds each copy's inode and change times, so
+it is excluded), `probes` read the state back through the server's own read tools (`git_status`): their results
+join the digest. The server stops and its copy is removed when the state is stopped or collected.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import hashlib
+import json
 import queue
 import shutil
 import tempfile
@@ -26,6 +29,7 @@ from typing import Any
 from envgym.world.live import LiveTool, record_live_state
 from envgym.world.spec import ToolCall, ToolSpec, WorldSpec
 from envgym.world.state import WorldState
+from envgym.world.tools import ToolError
 from synth.mcp_harvest import PLACEHOLDER, HarvestError, LiveMCPTools, names_state, with_state
 
 
@@ -68,13 +72,15 @@ class EpisodeMCPTools:
     With `pool` > 0 that many servers are kept started ahead of the episodes (a background thread refills the
     pool as episodes take them; `close()` stops the idle ones), so an episode need not wait for a server's start.
     With `state_in_cwd` each server also runs in its state folder, for servers that keep their files in the working
-    directory or in memory (the trace check, `require_trace`, then tells the two apart). Raises HarvestError when,
-    without it, no server command or environment variable names `{state}` (every episode would share one server
-    state), or when `template` is not a folder.
+    directory or in memory (the trace check, `require_trace`, then tells the two apart). `probes` are read calls
+    whose results join the state digest (see the module docstring). Raises HarvestError when, without
+    `state_in_cwd`, no server command or environment variable names `{state}` (every episode would share one server
+    state), when `template` is not a folder, or when a probe names no tool of the server.
     """
 
     def __init__(self, specs: Sequence[ToolSpec], template: str | Path, env: Mapping[str, str] | None = None,
-                 timeout_s: float = 60.0, exclude: Sequence[str] = (), state_in_cwd: bool = False, pool: int = 0):
+                 timeout_s: float = 60.0, exclude: Sequence[str] = (), state_in_cwd: bool = False, pool: int = 0,
+                 probes: Sequence[ToolCall] = ()):
         self.specs = [s for s in specs if (s.source or {}).get("kind") == "mcp"]
         self.env = dict(env or {})
         self.state_in_cwd = state_in_cwd
@@ -90,7 +96,12 @@ class EpisodeMCPTools:
             raise HarvestError(f"{self.template}: the template of the servers' state must be a folder")
         self.timeout_s = timeout_s
         self.exclude = list(exclude)
-        self.initial_digest = self.digest(self.template)
+        self.probes = list(probes)
+        unknown = sorted({p.name for p in self.probes} - {s.name for s in self.specs})
+        if unknown:
+            raise HarvestError(f"state probe {unknown[0]!r} is no tool of the server (its tools: "
+                               f"{', '.join(s.name for s in self.specs)})")
+        self._initial_digest = None if self.probes else self.digest(self.template)
         self._key = f"mcp-episode:{id(self)}"
         self.start_times: list[float] = []  # seconds each episode waited for its server (copy, spawn, handshake)
         self.pool = pool
@@ -101,8 +112,32 @@ class EpisodeMCPTools:
         weakref.finalize(self, _drain, self._pool, self._closed, self._wanted)  # idle pooled servers, at the latest at exit
 
     def digest(self, folder: Path) -> str:
-        """The digest grading compares: the folder's files, less the excluded paths."""
+        """The digest of a state folder's files, less the excluded paths."""
         return directory_digest(folder, self.exclude)
+
+    def state_digest(self, state: WorldState) -> str:
+        """The digest grading compares: `state`'s folder digest and, with probes, what they read from its server."""
+        live, folder, own = self._episode(state)
+        if not self.probes:
+            return self.digest(folder)
+        read: list[Any] = [self.digest(folder)]
+        for probe in self.probes:
+            try:
+                read.append(live.call(own[probe.name], dict(probe.arguments)))
+            except ToolError as exc:
+                read.append({"error": str(exc)})
+        return hashlib.sha256(json.dumps(read, sort_keys=True, default=str).encode()).hexdigest()
+
+    @property
+    def initial_digest(self) -> str:
+        """The digest of a fresh server's state (with probes, read once from a server started for it)."""
+        if self._initial_digest is None:
+            state = WorldState({})
+            try:
+                self._initial_digest = self.state_digest(state)
+            finally:
+                self.stop(state)
+        return self._initial_digest
 
     def _start(self) -> Held:
         """A server started over a fresh copy of the template (not yet bound to any state)."""
@@ -181,12 +216,12 @@ class EpisodeMCPTools:
 
     def call(self, state: WorldState, spec: ToolSpec, arguments: dict[str, Any]) -> Any:
         """Run one tool on this state's server; then record the server state's digest in the world state."""
-        live, folder, own = self._episode(state)
+        live, _, own = self._episode(state)
         try:
             return live.call(own[spec.name], arguments)
         finally:
             assert spec.source is not None
-            record_live_state(state, str(spec.source.get("server_name", spec.name)), self.digest(folder),
+            record_live_state(state, str(spec.source.get("server_name", spec.name)), self.state_digest(state),
                               self.initial_digest)
 
     def require_trace(self, writes: Sequence[ToolCall]) -> None:
@@ -198,7 +233,7 @@ class EpisodeMCPTools:
             before = self.initial_digest
             for call in writes:
                 self.call(state, by_name[call.name], dict(call.arguments))
-                after = self.digest(self.folder(state))
+                after = self.state_digest(state)
                 if after == before:
                     raise HarvestError(
                         f"tool {call.name!r} of {' '.join((by_name[call.name].source or {})['server'])!r} writes but "
@@ -218,11 +253,12 @@ class EpisodeMCPTools:
 
 def live_folder_tools(world: WorldSpec, directory: Path) -> dict[str, Callable[..., Any]]:
     """The per-episode implementations of a live world folder written by `envgym synth run --mcp-server CMD --live`:
-    `world.meta["mcp"]["live"]` names the server command, its environment, the digest's exclusions and the folder
-    (inside `directory`) every episode's state starts from."""
+    `world.meta["mcp"]["live"]` names the server command, its environment, the digest's exclusions and probes, and
+    the folder (inside `directory`) every episode's state starts from."""
     live = world.meta["mcp"]["live"]
     specs = [t.model_copy(update={"source": {**(t.source or {}), "server": list(live["command"])}})
              for t in world.tools if (t.source or {}).get("kind") == "mcp"]
     episodes = EpisodeMCPTools(specs, directory / live["state"], live.get("env") or {}, exclude=live.get("exclude", []),
-                               state_in_cwd=bool(live.get("state_in_cwd")))
+                               state_in_cwd=bool(live.get("state_in_cwd")),
+                               probes=[ToolCall.model_validate(p) for p in live.get("probes", [])])
     return episodes.functions()

@@ -10,6 +10,7 @@ conversation does not hold.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -125,8 +126,25 @@ def _cast(value: Any, cast: str) -> Any:
     return int(number) if cast == "int" else number
 
 
+TEXT_FIELD = re.compile(r"^\s*([A-Za-z][A-Za-z0-9 _-]{0,39}):[ \t]+(\S.*?)\s*$")
+
+
+def text_fields(text: str) -> dict[str, str]:
+    """The `Key: value` lines of a text result, the first of each key: a tool that answers in prose (mcp-server-git's
+    log: `Commit: 14a0...`) is read through them, so a path's string part into a text names one such line."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        found = TEXT_FIELD.match(line)
+        if found and found.group(1) not in fields:
+            fields[found.group(1)] = found.group(2)
+    return fields
+
+
 def _get(value: Any, path: list[str | int]) -> Any:
     for part in path:
+        if isinstance(value, str) and isinstance(part, str) and part in (fields := text_fields(value)):
+            value = fields[part]
+            continue
         in_list = isinstance(value, list) and isinstance(part, int) and -len(value) <= part < len(value)
         if not in_list and not (isinstance(value, dict) and part in value):
             raise ProgramError(f"no {part!r} in {str(value)[:80]}")

@@ -91,6 +91,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _probe(text: str) -> Any:
+    """`--state-probe 'TOOL {"arg": ...}'` as a tool call (arguments default to none)."""
+    from envgym.world.spec import ToolCall
+
+    name, _, arguments = text.strip().partition(" ")
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise CliError(f"--state-probe {text!r}: the arguments after the tool name must be a JSON object ({exc})"
+                       ) from None
+    if not name or not isinstance(parsed, dict):
+        raise CliError(f"--state-probe {text!r}: expected a tool name and a JSON object of its arguments")
+    return ToolCall(name=name, arguments=parsed)
+
+
 def _run_live(args: argparse.Namespace) -> int:
     """`--live`: one world per --mcp-server whose tools are the real server, a fresh one per episode."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -105,7 +120,9 @@ def _run_live(args: argparse.Namespace) -> int:
         env = parse_env(args.env)
     except HarvestError as exc:
         raise CliError(str(exc)) from None
-    servers = [LiveServer(command, env, list(args.state_exclude), args.state_template) for command in args.mcp_server]
+    probes = [_probe(text) for text in args.state_probe]
+    servers = [LiveServer(command, env, list(args.state_exclude), args.state_template, probes)
+               for command in args.mcp_server]
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, disable=args.json, console=stderr) as bar:
         jobs: dict[str, Any] = {}
@@ -314,6 +331,9 @@ def register(sub: Any) -> None:
                         "tasks come from exploring the server's tools")
     p.add_argument("--state-exclude", action="append", default=[], metavar="GLOB",
                    help="with --live: paths of the state folder grading ignores (e.g. '.backups/*'; repeatable)")
+    p.add_argument("--state-probe", action="append", default=[], metavar="'TOOL {JSON}'",
+                   help="with --live: a read call whose result joins the graded state (e.g. 'git_status "
+                        "{\"repo_path\": \".\"}' where the folder's bytes differ per copy; repeatable)")
     p.add_argument("--state-template", default=None, metavar="DIR",
                    help="with --live: a folder the servers' state starts from before seeding (default: empty)")
     p.add_argument("--seed", type=int, default=1)

@@ -22,7 +22,7 @@ from typing import Any
 
 from envgym.loader import EnvironmentData
 from envgym.world.files import dump_tasks, dump_world
-from envgym.world.spec import Answer, PolicyRules, TaskSpec, ToolSpec, WorldSpec
+from envgym.world.spec import Answer, PolicyRules, TaskSpec, ToolCall, ToolSpec, WorldSpec
 from envgym.world.state import generate_state
 from envgym.world.tools import ToolExecutor
 from synth.mcp_explore import Explorer, Walk, program_of, request_of, seed_calls, writes_by_name
@@ -40,12 +40,14 @@ LIVE_STATE = "state"
 @dataclass
 class LiveServer:
     """One server to build a live world from: its command, environment (`{state}` allowed in both), the globs its
-    state digest leaves out, and an optional folder its state starts from before seeding."""
+    state digest leaves out, an optional folder its state starts from before seeding, and the read calls whose
+    results join the state digest (`synth.mcp_live.EpisodeMCPTools` probes)."""
 
     command: str
     env: dict[str, str] = field(default_factory=dict)
     exclude: list[str] = field(default_factory=list)
     template: str | None = None
+    probes: list[ToolCall] = field(default_factory=list)
 
 
 def live_world(name: str, server: str, specs: Sequence[ToolSpec], writes: set[str], live: dict[str, Any],
@@ -126,15 +128,19 @@ def explore_server(server: LiveServer, folder: Path, seed: int, tasks_per_env: i
         report: dict[str, Any] = {"server": name, "command": " ".join(argv), "tools_total": len(specs),
                                   "tools_not_used": {}, "refused": None}
         in_cwd = not names_state(argv, server.env)
-        seeding = EpisodeMCPTools(specs, template, server.env, timeout_s, server.exclude, state_in_cwd=in_cwd)
+        seeding = EpisodeMCPTools(specs, template, server.env, timeout_s, server.exclude, state_in_cwd=in_cwd,
+                                  probes=server.probes)
         explorer = Explorer(seeding, item_seed(seed, "mcp-live", name, 0))
         if folder.exists():
             shutil.rmtree(folder)
-        explorer.seed_state(folder / LIVE_STATE)
+        if server.template:  # a template is the initial state as given: seeding writes would undo its setup
+            shutil.copytree(template, folder / LIVE_STATE)
+        else:
+            explorer.seed_state(folder / LIVE_STATE)
     finally:
         shutil.rmtree(template, ignore_errors=True)
     episodes = EpisodeMCPTools(specs, folder / LIVE_STATE, server.env, timeout_s, server.exclude,
-                               state_in_cwd=in_cwd, pool=pool)
+                               state_in_cwd=in_cwd, pool=pool, probes=server.probes)
     explorer.episodes = episodes
     explorer.survey(folder / LIVE_STATE)
     usable, writes, left_out = _classify(explorer, specs)
@@ -169,7 +175,7 @@ def explore_server(server: LiveServer, folder: Path, seed: int, tasks_per_env: i
             for s in steps:
                 explorer.used[s.tool] = explorer.used.get(s.tool, 0) + 1
     live = {"command": argv, "env": server.env, "exclude": server.exclude, "state": LIVE_STATE,
-            "state_in_cwd": in_cwd}
+            "state_in_cwd": in_cwd, "probes": [p.model_dump(mode="json") for p in server.probes]}
     world = live_world(env_name(name) + "_live", name, [s for s in specs if s.name in usable], writes, live,
                        item_seed(seed, "mcp-live-world", name, 0), 40)
     report["replay_mismatches"] = unstable
