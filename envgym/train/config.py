@@ -145,10 +145,13 @@ class GRPOConfig:
 
     # --- async
     async_rollouts: bool = _knob(
-        False, "Generate in a worker thread that fills a bounded buffer while the learner trains."
+        False, "Generate in a worker thread that rolls out step k + 1 (the groups a synchronous step would, "
+        "lockstep or not) while the learner updates on step k; see max_staleness."
     )
     buffer_size: int = _knob(4, "Groups the async buffer holds.")
-    max_staleness: int = _knob(1, "Async: groups from policy versions older than current - this are dropped.")
+    max_staleness: int = _knob(
+        1, "Async: the worker starts a step's rollouts at most this many steps ahead, so its samples are at most "
+        "this many updates old; the learner refuses an older sample (each sample records its policy version).")
 
     # --- rewards
     reward: RewardKind = _knob(  # noqa: RUF009 (a field() factory)
@@ -192,13 +195,11 @@ class GRPOConfig:
             "pcl_buffer": self.pcl_buffer >= 1,
             "server_url": (self.generation == "server") == bool(self.server_url),
             "async_rollouts": not (self.async_rollouts and self.generation == "server"),
-            "lockstep_groups": not (self.lockstep_groups and self.async_rollouts),
             "server_kind": not (self.generation == "server" and self.server_kind == "vllm" and not self.use_lora),
         }
         hints = {
             "server_url": "generation 'server' needs a server_url, and only it uses one",
             "async_rollouts": "async rollouts sample in-process; generation 'server' is synchronous",
-            "lockstep_groups": "the async worker makes one group at a time: lockstep groups need async_rollouts off",
             "server_kind": "vLLM takes new weights over HTTP only as LoRA adapters: set use_lora: true",
         }
         if self.sampler == "pcl" and self.async_rollouts:

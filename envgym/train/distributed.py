@@ -131,14 +131,6 @@ class GroupShard:
         """Global indices of this rank's groups in step `step`."""
         return [step * self.per_step + k for k in range(self.start, self.stop)]
 
-    def stream_index(self, position: int, first_step: int) -> int:
-        """Global index of the `position`-th group (from 0) this rank's async worker makes when it starts at
-        step `first_step`: the worker walks this rank's share of step after step."""
-        if self.size == 0:
-            raise ValueError("GroupShard.stream_index: this rank rolls out no groups")
-        step, k = divmod(position, self.size)
-        return (first_step + step) * self.per_step + self.start + k
-
 
 def all_reduce_sum(values: Sequence[float]) -> list[float]:
     """Element-wise sum over ranks (float64; the values themselves when not distributed)."""

@@ -74,6 +74,7 @@ def run_group(
 ) -> list[TokenTrajectory]:
     """Run one episode per env (env i on task_ids[i], reset with `episode_seeds[i]`, default `seed + i`) in
     lockstep and return them in order; turn t of every episode is one sampler call seeded `seed * 1009 + t`.
+    Every token sample is stamped with `policy_version`, the version of the weights `sampler` holds.
 
     An episode ends when the env terminates or truncates, after `max_turns` turns, or when its sample
     has no room left under `max_sequence_tokens`; the last two count as truncated with reward 0 (the env
@@ -128,6 +129,8 @@ def run_group(
         runs[i].stop()
     for episode, trajectory_tokens in zip(episodes, tokens, strict=True):
         episode.samples = trajectory_tokens.trainable_samples()
+        for sample in episode.samples:
+            sample.policy_version = policy_version
         episode.messages = trajectory_tokens.messages
         episode.prefix_mismatches = trajectory_tokens.prefix_mismatches
         episode.noncanonical_joins = trajectory_tokens.noncanonical_joins
@@ -158,6 +161,7 @@ def run_groups(
     episodes = run_group(
         envs, [task for task in task_ids for _ in range(size)], sampler, limits, temperature=temperature,
         seed=seeds[0], episode_seeds=[group_seed + i for group_seed in seeds for i in range(size)],
+        policy_version=policy_version,
     )
     return [Group(task, episodes[k * size : (k + 1) * size], policy_version) for k, task in enumerate(task_ids)]
 
@@ -195,45 +199,94 @@ class GroupBuffer:
             self.dropped += 1
 
 
-class RolloutWorker(threading.Thread):
-    """Fills a `GroupBuffer` with `make_group(index, policy_version)` until stopped.
+class StaleSampleError(ValueError):
+    """A sample older than the staleness bound reached the learner."""
 
-    The learner calls `publish(weights, version)` after each update; the worker loads the newest
-    weights (through `load_weights`) before starting its next group, and tags the group with that version.
+
+def check_staleness(samples: Sequence[TokenSample], version: int, max_staleness: int) -> list[int]:
+    """Each sample's staleness (`version` minus the version that sampled it); raises `StaleSampleError` when one
+    exceeds `max_staleness` or comes from a version the learner has not reached."""
+    staleness = [version - sample.policy_version for sample in samples]
+    for index, lag in enumerate(staleness):
+        if not 0 <= lag <= max_staleness:
+            raise StaleSampleError(
+                f"sample {index} of the step was sampled by policy version {samples[index].policy_version}, "
+                f"but the learner is at version {version} and accepts versions {version - max_staleness}.."
+                f"{version} (max_staleness={max_staleness})"
+            )
+    return staleness
+
+
+class RolloutWorker(threading.Thread):
+    """Fills a `GroupBuffer` with `make_batch(index, policy_version)` (a group, or a list of groups: one step's)
+    until stopped.
+
+    The learner calls `publish(weights, version)` after each update and `finish_step()` after each step; the
+    worker loads the newest weights (through `load_weights`) before starting its next batch, and tags its
+    groups with that version.
+
+    With `lead=S` the worker starts batch i only once the learner has finished i - S steps (batch i serves the
+    learner's i-th step from the worker's start). Its weights are then at most S updates behind those of the
+    step that consumes the batch, since a step makes at most one update: S=0 alternates rollout and update,
+    S=1 rolls out step k+1 while the learner updates on step k, and nothing is made only to be dropped.
+    `lead=None` runs ahead freely, bounded by the buffer alone (the buffer then drops what grew too old).
     """
 
     def __init__(
         self,
         buffer: GroupBuffer,
-        make_group: Callable[[int, int], Group],
+        make_batch: Callable[[int, int], Group | list[Group]],
         load_weights: Callable[[Any], None],
+        *,
+        lead: int | None = None,
     ) -> None:
         super().__init__(name="envgym-rollout-worker", daemon=True)
+        if lead is not None and lead < 0:
+            raise ValueError(f"RolloutWorker: lead must be >= 0 or None, got {lead}")
         self.buffer = buffer
-        self.make_group = make_group
+        self.make_batch = make_batch
         self.load_weights = load_weights
+        self.lead = lead
         self.stop_event = threading.Event()
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()
         self._pending: tuple[Any, int] | None = None
+        self._finished_steps = 0
         self.version = 0
 
     def publish(self, weights: Any, version: int) -> None:
-        with self._lock:
+        """New weights at `version`, loaded before the next batch starts."""
+        with self._changed:
             self._pending = (weights, version)
+            self._changed.notify_all()
+
+    def finish_step(self) -> None:
+        """The learner finished a step (after publishing its update, if it made one)."""
+        with self._changed:
+            self._finished_steps += 1
+            self._changed.notify_all()
+
+    def _wait_for_turn(self, index: int) -> bool:
+        """Block until batch `index` may start (False if stopped first); returns with the newest weights loaded."""
+        with self._changed:
+            while self.lead is not None and self._finished_steps < index - self.lead:
+                if self.stop_event.is_set():
+                    return False
+                self._changed.wait(timeout=0.1)
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            self.load_weights(pending[0])
+            self.version = pending[1]
+        return not self.stop_event.is_set()
 
     def run(self) -> None:
         index = 0
         try:
-            while not self.stop_event.is_set():
-                with self._lock:
-                    pending, self._pending = self._pending, None
-                if pending is not None:
-                    self.load_weights(pending[0])
-                    self.version = pending[1]
-                group = self.make_group(index, self.version)
+            while self._wait_for_turn(index):
+                made = self.make_batch(index, self.version)
                 index += 1
-                if not self.buffer.put(group, self.stop_event):
-                    return
+                for group in made if isinstance(made, list) else [made]:
+                    if not self.buffer.put(group, self.stop_event):
+                        return
         except BaseException as error:  # handed to the learner, which re-raises it with context
             self.buffer.put(error, self.stop_event)
 

@@ -23,11 +23,13 @@ from envgym.llm.chat_template import render_chat
 @dataclass
 class TokenSample:
     """One training sequence. `mask[t] == 1` iff token t was sampled by the policy; `logprobs[t]` is its
-    behaviour log-probability there and 0.0 elsewhere."""
+    behaviour log-probability there and 0.0 elsewhere; `policy_version` is the version of the weights that
+    sampled it (the learner refuses a sample older than its staleness bound)."""
 
     token_ids: list[int] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    policy_version: int = 0
 
     def extend(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
         self.token_ids.extend(ids)

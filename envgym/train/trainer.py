@@ -24,7 +24,15 @@ from envgym.train.learner import StepBatches
 from envgym.train.loss import group_advantages, policy_loss
 from envgym.train.plot import plot_reward_curve
 from envgym.train.policy import load_policy
-from envgym.train.rollout import Group, GroupBuffer, RolloutLimits, RolloutWorker, run_group, run_groups
+from envgym.train.rollout import (
+    Group,
+    GroupBuffer,
+    RolloutLimits,
+    RolloutWorker,
+    check_staleness,
+    run_group,
+    run_groups,
+)
 from envgym.train.server_engines import ServerSampler, make_sampler
 from envgym.train.step_metrics import gather_rollouts, rollout_metrics
 
@@ -193,6 +201,9 @@ class GRPOTrainer:
             )
             kept = [(g, j, e) for g, group in enumerate(groups) if keep[g] for j, e in enumerate(group.episodes)]
         samples = [sample for _, _, episode in kept for sample in episode.samples]
+        # Sync rollouts sample with the current weights; async ones at most max_staleness updates behind.
+        bound = cfg.max_staleness if cfg.async_rollouts else 0
+        staleness = check_staleness(samples, self.version, bound)
         # A split episode is one sequence: its samples share the advantage and, for "grpo", one token count.
         sample_advantage = [float(advantages[g, j]) for g, j, episode in kept for _ in episode.samples]
         episode_tokens = [float(sum(s.trainable_tokens for s in episode.samples))
@@ -202,7 +213,9 @@ class GRPOTrainer:
             len(kept), sum(s.trainable_tokens for s in samples), len(batches.micro) if batches else 0
         )
         n_samples = distributed.all_reduce_sum([len(samples)])[0]
-        stats: dict[str, float] = {"updated": 0.0, "samples": n_samples, "episodes": float(counts.sequences)}
+        stale = distributed.all_reduce_sum([sum(lag > 0 for lag in staleness)])[0]
+        stats: dict[str, float] = {"updated": 0.0, "samples": n_samples, "episodes": float(counts.sequences),
+                                   "stale_samples": stale}
         if n_samples == 0:  # the same on every rank: all skip together
             return stats
         n_tokens = counts.tokens
@@ -331,6 +344,8 @@ class GRPOTrainer:
                                 {k: v.detach().clone() for k, v in self.model.state_dict().items()},
                                 self.version,
                             )
+                    if worker is not None:
+                        worker.finish_step()
                     row["step_s"] = time.perf_counter() - started
                     if cfg.eval_every and self.step % cfg.eval_every == 0:
                         row.update({f"eval_{k}": v for k, v in self.evaluate().items()})
@@ -381,19 +396,22 @@ class GRPOTrainer:
         return groups
 
     def _start_worker(self) -> RolloutWorker | None:
-        """A rollout thread with its own copy of the policy and its own envs, making this rank's share of the
-        groups from the current step on (none for a rank whose share is empty)."""
+        """A rollout thread with its own copy of the policy and its own envs, making this rank's share of each
+        step's groups from the current step on (none for a rank whose share is empty): the groups a synchronous
+        step would make (same tasks and seeds, lockstep or not), started up to `max_staleness` steps ahead, so
+        with 1 the rollouts of step k + 1 run while the learner updates on step k."""
         if self.shard.size == 0:
             return None
         model = copy.deepcopy(self.model).eval()
         sampler = CachedSampler(model, self.tokenizer)
-        envs = [self.env_factory() for _ in range(self.config.group_size)]
+        envs = [self.env_factory() for _ in range(len(self.envs))]
         first_step = self.step
         worker = RolloutWorker(
             GroupBuffer(self.config.buffer_size, self.config.max_staleness),
-            lambda position, version: self._make_groups(
-                [self.shard.stream_index(position, first_step)], [""], version, sampler, envs)[0],
+            lambda index, version: self._make_groups(
+                self.shard.step_indices(first_step + index), [""] * self.shard.size, version, sampler, envs),
             model.load_state_dict,
+            lead=self.config.max_staleness,
         )
         worker.version = self.version
         worker.start()

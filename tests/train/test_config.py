@@ -110,7 +110,6 @@ def test_wrong_type_and_invalid_value_name_the_field(tmp_path: Path) -> None:
         ({"server_url": "http://127.0.0.1:8000"}, "generation 'server' needs a server_url, and only it uses one"),
         ({"generation": "server", "server_url": "http://h:1", "async_rollouts": True}, "generation 'server' is synchronous"),
         ({"generation": "server", "server_url": "http://h:1", "server_kind": "vllm"}, "only as LoRA adapters"),
-        ({"lockstep_groups": True, "async_rollouts": True}, "lockstep groups need async_rollouts off"),
     ],
 )
 def test_a_server_generation_that_cannot_work_is_refused_with_the_reason(fields: dict, message: str) -> None:

@@ -15,7 +15,7 @@ import torch
 from envgym.play.episode import Trajectory
 from envgym.train import GRPOConfig, GRPOTrainer
 from envgym.train.policy import tiny_random_policy
-from envgym.train.rollout import Group, TokenTrajectory
+from envgym.train.rollout import Group, StaleSampleError, TokenTrajectory
 from envgym.train.tokens import TokenSample
 
 pytestmark = pytest.mark.slow
@@ -176,11 +176,55 @@ def test_async_lora_run_with_kl(tmp_path: Path) -> None:
     assert (tmp_path / "run" / "checkpoint-000002" / "model.pt").exists()
 
 
-def _sample(tokens: int) -> TokenSample:
-    sample = TokenSample()
+def _sample(tokens: int, policy_version: int = 0) -> TokenSample:
+    sample = TokenSample(policy_version=policy_version)
     sample.extend([1, 2, 3, 4], 0)
     sample.extend(list(range(10, 10 + tokens)), 1, [-1.0] * tokens)
     return sample
+
+
+def test_async_lockstep_rollouts_are_the_sync_steps_groups_at_most_one_update_old(tmp_path: Path) -> None:
+    # Step k + 1's groups are rolled out (in one lockstep batch) while the learner updates on step k: the same
+    # tasks and seeds as a synchronous run, each sample stamped with the version that sampled it.
+    config = _config(tmp_path, async_rollouts=True, lockstep_groups=True, max_staleness=1, tasks_per_step=2,
+                     group_size=2, max_steps=3, save_every=0)
+    trainer = GRPOTrainer(config, policy=tiny_random_policy(seed=5), reward_source=RandomReward())
+    seen: list[tuple[int, list[str], list[list[int]], list[int]]] = []
+    update = trainer._update
+
+    def recording_update(groups: list[Group]) -> dict[str, float]:
+        versions = [s.policy_version for g in groups for e in g.episodes for s in e.samples]
+        seen.append((trainer.version, [g.task_id for g in groups], [[e.seed for e in g.episodes] for g in groups],
+                     versions))
+        return update(groups)
+
+    trainer._update = recording_update  # type: ignore[method-assign]
+    rows = trainer.train()
+    assert [r["updated"] for r in rows] == [1.0, 1.0, 1.0]
+    assert all(r["max_staleness_seen"] <= 1 and r["dropped_stale"] == 0 for r in rows)
+    for step, (version, tasks, seeds, versions) in enumerate(seen):
+        indices = [2 * step, 2 * step + 1]
+        assert tasks == [trainer._task_for(i) for i in indices]
+        assert seeds == [[3 * 100_003 + i + j for j in range(2)] for i in indices]
+        assert versions and all(0 <= version - v <= 1 for v in versions)
+    assert rows[-1]["stale_samples"] == sum(version - v for version, *_, vs in seen[-1:] for v in vs)
+
+
+@pytest.mark.parametrize(("async_rollouts", "sampled_at"), [(False, 1), (True, 0)])
+def test_the_learner_refuses_a_sample_older_than_the_staleness_bound(
+    tmp_path: Path, async_rollouts: bool, sampled_at: int
+) -> None:
+    # The learner is at version 2. Sync accepts only version 2; async with max_staleness 1 also version 1.
+    trainer = GRPOTrainer(_config(tmp_path, group_size=2, async_rollouts=async_rollouts, max_staleness=1),
+                          policy=tiny_random_policy(seed=6), reward_source=RandomReward())
+    trainer.version = 2
+    stale = [TokenTrajectory("calculator", "t", [], [], samples=[_sample(3, sampled_at)]) for _ in range(2)]
+    with pytest.raises(StaleSampleError, match=f"policy version {sampled_at}, but the learner is at version 2"):
+        trainer._update([Group("t", stale, sampled_at, rewards=[1.0, 0.0])])
+    fresh_version = 1 if async_rollouts else 2
+    fresh = [TokenTrajectory("calculator", "t", [], [], samples=[_sample(3, fresh_version)]) for _ in range(2)]
+    stats = trainer._update([Group("t", fresh, fresh_version, rewards=[1.0, 0.0])])
+    assert stats["updated"] == 1.0 and stats["stale_samples"] == (2.0 if async_rollouts else 0.0)
 
 
 def test_grpo_reduction_counts_a_split_episode_once(tmp_path: Path) -> None:
