@@ -1,7 +1,9 @@
 """User simulators: the other side of the conversation.
 
 `ScriptedUser` is deterministic and task-driven: it opens with the task's first message, answers questions with
-what the task says the user knows, approves a confirmation only for a change it asked for, stated with its values
+what the task says the user knows (only the facts asked for), says what it needs in its own words when the agent
+asks something it has no fact for (the task's `meta["request"]`, first person; a task without one said it in its
+opening), never the role-play instruction, approves a confirmation only for a change it asked for, stated with its values
 (a write of the task's reference solution whose every argument value the request names, so "shall I cancel
 reservation R0022?" gets a yes, "shall I set the bags of R0022 to 0?" a no when the user wants 2, and a request that
 names no values a no), says it is done once its goal is met and gives up after a few unhelpful replies. `LLMUser` plays the user with any ChatModel; a reply that breaks the part (empty, a tool
@@ -54,9 +56,17 @@ class ScriptedUser:
     given: set[str] = field(default_factory=set)
     unhelpful: int = 0
     write_tools: Collection[str] | None = None  # the world's write tools (None: every call of the solution)
+    stated: bool = False  # whether the user has said what they need
 
     def opening(self) -> str:
         return self.task.opening
+
+    @property
+    def request(self) -> str:
+        """What the user needs, in their own words: the task's `meta["request"]`; a task without one has said it in
+        its opening, and the user says so rather than repeat it."""
+        return str(self.task.meta.get("request") or "What I need is in my first message; ask me for anything you "
+                   "need to know.")
 
     def respond(self, agent_text: str, goal_reached: Callable[[], bool]) -> UserTurn:
         if goal_reached():
@@ -65,28 +75,48 @@ class ScriptedUser:
         # Asked for the go-ahead, the user answers it even if the request names facts it knows ("cancel order X?").
         if is_action_request(text):
             return self._confirm(agent_text)
-        answers = [
-            f"My {key.replace('_', ' ')} is {value}."
-            for key, value in self.task.user_known.items()
-            if any(alias in text for alias in _aliases(key))
-        ]
-        if answers:
-            self.given.update(k for k in self.task.user_known if any(a in text for a in _aliases(k)))
-            return UserTurn(" ".join(answers))
+        asked = asked_facts(text, self.task.user_known)
+        if asked:
+            self.given.update(asked)
+            return UserTurn(" ".join(f"My {key.replace('_', ' ')} is {self.task.user_known[key]}." for key in asked))
         if is_confirmation_request(text):
             return self._confirm(agent_text)
+        if not self.stated:  # "How can I help?": the request, once, and no fact the agent has not asked for
+            self.stated = True
+            return UserTurn(self.request)
         self.unhelpful += 1
         if self.unhelpful > self.patience:
             return UserTurn(f"I don't think this is going anywhere. Goodbye. {STOP}", done=True)
-        known = " ".join(f"My {k.replace('_', ' ')} is {v}." for k, v in self.task.user_known.items())
-        return UserTurn(f"I still need help with this: {self.task.instruction} {known}".strip())
+        return UserTurn("Sorry, I am not sure what you are asking me. Ask me for what you need to know and I will "
+                        "tell you if I have it.")
 
     def _confirm(self, agent_text: str) -> UserTurn:
         """Yes to a change the task asked for, stated with its values; no to anything else (`requested_change`)."""
         if requested_change(self.task, agent_text, self.write_tools):
             return UserTurn("Yes, please go ahead.")
         self.unhelpful += 1
-        return UserTurn(f"No, please don't do that; it is not the change I asked for. {self.task.instruction}")
+        return UserTurn("No, please don't do that; it is not the change I asked for.")
+
+
+def asked_facts(text: str, known: dict[str, str]) -> list[str]:
+    """The facts of `known` that the agent's (lower-cased) `text` asks for, in `known`'s order: every fact whose
+    name it says (`_aliases`: "zip code", "order id" or "order"); failing that, the facts a question names by the
+    last word of their name ("How many months?" asks for `renew_months`) or, with "which", by the words before it
+    ("Which print job do you mean?" asks for `print_job_date`)."""
+    named = [key for key in known if any(alias in text for alias in _aliases(key))]
+    if named:
+        return named
+    questions = [q for q in re.split(r"(?<=[?.!])\s+", text) if q.rstrip().endswith("?")]
+    found = []
+    for key in known:
+        parts = key.lower().replace("-", "_").split("_")
+        head = " ".join(parts[:-1])
+        for q in questions:
+            if re.search(rf"\b{re.escape(parts[-1])}s?\b", q) or (
+                    head and "which" in q and re.search(rf"\b{re.escape(head)}", q)):
+                found.append(key)
+                break
+    return found
 
 
 def requested_change(task: TaskSpec, text: str, write_tools: Collection[str] | None = None) -> bool:

@@ -73,13 +73,14 @@ def append_constraint(data: EnvironmentData, task: TaskSpec, seed: int) -> TaskS
             # or alter what the task asks for, contradicting the rubric rather than adding to it.
             continue
         text = "Also, " + b.clauses[-1].removeprefix("you have several ") + "."
+        request = f"{task.meta.get('request', '')} Also, {b.request[-1]}.".strip()
         constraints = [*task.meta.get("constraints", []), text]
         body = {"parent": task.id, "constraints": constraints, "solution": [c.model_dump(mode="json") for c in calls]}
         return task.model_copy(update={
             "id": f"{task.meta.get('kind', 'task')}_{content_id(body, 12)}", "instruction": f"{task.instruction} {text}",
             "solution": calls, "user_known": b.known, "rubric": [*task.rubric, text],
             "max_steps": (task.max_steps or 0) + 12,
-            "meta": {**task.meta, "constraints": constraints, "parent": task.id,
+            "meta": {**task.meta, "constraints": constraints, "parent": task.id, "request": request,
                      "program": extended.model_dump(mode="json", exclude_defaults=True)}})
     return None
 

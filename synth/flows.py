@@ -74,6 +74,7 @@ def seg_mechanism(b: Builder) -> None:
     have: dict[str, tuple[Expr, Any]] = {}  # argument name -> where its value comes from, and the value
     scratch = b.state.copy()  # the flow is run here as it is built, so the answer is a field it really returns
     acts: list[str] = []
+    my_acts: list[str] = []  # the same steps as the user says them: the values they hold come when asked
     last, result = "", None
     for verb in flow:
         td = defs[verb]
@@ -114,6 +115,7 @@ def seg_mechanism(b: Builder) -> None:
                     have.setdefault(out, (Expr(src="var", key=save, path=[out]), value))
         detail = f" ({', '.join(said)})" if said else ""
         acts.append(f"{words(spec.name)}{detail}")
+        my_acts.append(words(spec.name))
     if not isinstance(result, dict):
         raise Unfit("the flow's last call returns no fields")
     answerable = sorted(k for k, v in result.items() if k in ANSWERABLE and isinstance(v, int | float | str)
@@ -127,8 +129,10 @@ def seg_mechanism(b: Builder) -> None:
         kind, choices = "text", []
     b.answers.append(AnswerPlan(Expr(src="var", key=last, path=[field]), ANSWER_TYPES.get(kind, "text"), choices,
                                 lexical(field)))
-    b.clauses.append(f"you want to {' and then '.join(acts)} for your {words(r.record.name)}, and to be told "
-                     f"the {lexical(field)} the last step reports")
+    b.say((f"you want to {' and then '.join(acts)} for your {words(r.record.name)}, and to be told "
+           f"the {lexical(field)} the last step reports",
+           f"I want to {' and then '.join(my_acts)} for my {words(r.record.name)}, and to be told the "
+           f"{lexical(field)} the last step reports"))
 
 
 _MADE: dict[tuple[str, int], Any] = {}

@@ -1,7 +1,8 @@
 """Task segments: the parts a task program is composed of, each sampled against the seeded world.
 
-A segment adds steps to the program and says what the user wants (a clause of the instruction), what they hold
-(facts given when asked) and which values the final answer must contain. `Builder` carries the shared context: the
+A segment adds steps to the program and says what the user wants (a clause of the instruction, and its twin in the
+user's own voice without the facts they hold: `request`), what they hold (facts given when asked) and which values
+the final answer must contain. `Builder` carries the shared context: the
 domain, its verified tools indexed by operator, the initial state and the item's RNG. A segment that does not fit
 the sampled world raises `Unfit` and the task is drawn again.
 """
@@ -9,14 +10,15 @@ the sampled world raises `Unfit` and the task is drawn again.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from envgym.world.spec import AnswerType, ToolSpec
 from envgym.world.state import Record, WorldState
-from synth.lexicon import a, lexical, words
+from synth.lexicon import a, lexical, plural, words
 from synth.model import DomainModel, EntityModel, FieldModel
-from synth.phrasing import phrase
+from synth.phrasing import phrase_pair
 from synth.program import AskStep, BranchStep, CallStep, EachStep, Expr, PickStep, Step, bind
 
 ANSWER_TYPES: dict[str, AnswerType] = {"money": "money", "quantity": "number", "duration": "number", "date": "date", "time": "time",
@@ -46,11 +48,18 @@ class Builder:
     steps: list[Step] = field(default_factory=list)
     known: dict[str, str] = field(default_factory=dict)
     clauses: list[str] = field(default_factory=list)
+    request: list[str] = field(default_factory=list)  # the clauses as the user says them (synth.phrasing.REQUESTS)
     answers: list[AnswerPlan] = field(default_factory=list)
     ops: dict[str, str] = field(default_factory=dict)
     said: list[str] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
+    my_actions: list[str] = field(default_factory=list)  # the actions in the user's voice, without held facts
     n: int = 0
+
+    def say(self, pair: tuple[str, str]) -> None:
+        """Add a clause to the instruction and its twin to the user's request."""
+        self.clauses.append(pair[0])
+        self.request.append(pair[1])
 
     def tool(self, operator: str, entity: str, ok: Any = None) -> ToolSpec:
         found = [s for s, e, _ in self.tools.get(operator, []) if e == entity and (ok is None or ok(s))]
@@ -85,6 +94,11 @@ class Builder:
     def mine(self, e: EntityModel) -> list[Record]:
         owner = e.owner or ""
         return [r for _, r in sorted(self.state.tables[e.plural].items()) if r.get(owner) == self.me[self.acct.key]]
+
+
+def first_person(text: str) -> str:
+    """A phrase of ours that speaks to the user ("how many bookings you have", "all your invoices"), in their voice."""
+    return re.sub(r"\byour\b", "my", re.sub(r"\byou have\b", "I have", text))
 
 
 def answer_of(b: Builder, expr: Expr, f: FieldModel | None, label: str, kind: str | None = None) -> AnswerPlan:
@@ -141,8 +155,8 @@ def identify_record(b: Builder, e: EntityModel, ok: Any = None) -> tuple[Record,
     user = b.ask(key, target[f.name])
     saved = b.var()
     b.steps.append(PickStep(source=Expr(src="var", key=listed), field=f.name, how="eq", equals=user, save=saved))
-    b.clauses.append(phrase(b.rng, "several", plural=words(e.plural), label=e.label, field=lexical(f.name),
-                            value=target[f.name]))
+    b.say(phrase_pair(b.rng, "several", plural=words(e.plural), label=e.label, field=lexical(f.name),
+                      value=target[f.name]))
     return target, Expr(src="var", key=saved)
 
 
@@ -163,14 +177,14 @@ def seg_lookup(b: Builder) -> None:
         f = b.rng.choice(fields)
         b.answers.append(answer_of(b, Expr(src="var", key=got, path=[f.name]), f, f"{lexical(f.name)} of the "
                                                                                    f"{other.label}"))
-        b.clauses.append(phrase(b.rng, "lookup_ref", field=lexical(f.name), other=other.label, label=e.label))
+        b.say(phrase_pair(b.rng, "lookup_ref", field=lexical(f.name), other=other.label, label=e.label))
         return
     fields = [f for f in e.fields if f.kind in ANSWER_TYPES and f.kind not in ("ref", "id")]
     if not fields:
         raise Unfit("nothing to read")
     f = b.rng.choice(fields)
     b.answers.append(answer_of(b, Expr(src="var", key=rec.key, path=[f.name]), f, lexical(f.name)))
-    b.clauses.append(phrase(b.rng, "lookup", field=lexical(f.name), label=e.label))
+    b.say(phrase_pair(b.rng, "lookup", field=lexical(f.name), label=e.label))
 
 
 def seg_aggregate(b: Builder) -> None:
@@ -199,7 +213,7 @@ def seg_aggregate(b: Builder) -> None:
             raise Unfit("more records than one page")
         b.answers.append(answer_of(b, Expr(src="var", key=listed, reduce=how, field=f.name if f else ""), f,
                                    what, kind))
-    b.clauses.append(phrase(b.rng, "aggregate", what=what))
+    b.say(phrase_pair(b.rng, "aggregate", mine={"what": first_person(what)}, what=what))
 
 
 def _no() -> Any:
@@ -221,22 +235,23 @@ def _write_on(b: Builder, e: EntityModel, target: Record, rec: Expr, avoid: str 
     spec, op = b.rng.choice(options)
     avail = {e.key: Expr(src="var", key=rec.key, path=[e.key]), b.acct.key: me_expr(b)}
     reason = _reason(b, spec, avail)
-    act = ""
+    act, my_act = "", ""
     if op == "update":
         fname = next(k for k in spec.parameters["properties"] if k not in (e.key, b.acct.key))
         fm = e.field(fname)
         new = _new_value(b, fm, target.get(fname), spec.parameters["properties"][fname])
         avail[fname] = b.ask(f"new_{fname}", new)
-        act = phrase(b.rng, "update", field=lexical(fname), label=e.label, new=new)
+        act, my_act = phrase_pair(b.rng, "update", field=lexical(fname), label=e.label, new=new)
     if op == "transition":
         target_state = spec.effect.set["status"] if spec.effect else ""
-        act = phrase(b.rng, "transition", label=e.label, state=words(target_state))
+        act, my_act = phrase_pair(b.rng, "transition", label=e.label, state=words(target_state))
     if op == "delete":
-        act = phrase(b.rng, "delete", label=e.label)
+        act, my_act = phrase_pair(b.rng, "delete", label=e.label)
     b.ops[spec.name] = op
-    act += f" (the reason: {reason})" if reason else ""
+    act += f" (the reason: {reason})" if reason else ""  # the reason is a fact the user gives when asked
     b.actions.append(act)
-    b.clauses.append(phrase(b.rng, "want", act=act))
+    b.my_actions.append(my_act)
+    b.say(phrase_pair(b.rng, "want", mine={"act": my_act}, act=act))
     b.call(spec, avail, write=True)
     return spec.name
 
@@ -288,10 +303,10 @@ def seg_compare_act(b: Builder) -> None:
     saved = b.var()
     b.steps.append(PickStep(source=Expr(src="var", key=listed), field=f.name, how=how, save=saved))
     word = "lowest" if how == "min" else "highest"
-    b.clauses.append(phrase(b.rng, "compare", plural=words(e.plural), label=e.label, word=word, field=lexical(f.name)))
+    b.say(phrase_pair(b.rng, "compare", plural=words(e.plural), label=e.label, word=word, field=lexical(f.name)))
     _write_on(b, e, target, Expr(src="var", key=saved))
     b.answers.append(answer_of(b, Expr(src="var", key=saved, path=[e.key]), None, f"which {e.label} it was"))
-    b.clauses.append(f"you want to be told which {e.label} it was")
+    b.say((f"you want to be told which {e.label} it was", f"I want to be told which {e.label} it was"))
 
 
 def seg_branch(b: Builder) -> None:
@@ -308,12 +323,14 @@ def seg_branch(b: Builder) -> None:
     clauses = len(b.clauses)
     _write_on(b, e, target, rec)
     then, b.steps = b.steps, outer
-    action = b.actions[-1]
-    del b.clauses[clauses:]
+    action, my_action = b.actions[-1], b.my_actions[-1]
+    del b.clauses[clauses:], b.request[clauses:]
     condition = f"if its {lexical(f.name)} is {'under' if op == 'lt' else 'at least'} {threshold}"
     b.said.append(f"my {e.label}: {condition}, I want {action.replace('your ', 'my ')}")
-    b.clauses.append(f"{condition}, you want {action}; otherwise nothing should change, and either way you want "
-                     f"to be told the {lexical(f.name)}")
+    b.say((f"{condition}, you want {action}; otherwise nothing should change, and either way you want "
+           f"to be told the {lexical(f.name)}",
+           f"{condition}, I want {my_action}; otherwise nothing should change, and either way I want to be told "
+           f"the {lexical(f.name)}"))
     b.steps.append(BranchStep(left=Expr(src="var", key=rec.key, path=[f.name]), op=op,
                               right=Expr(src="lit", value=threshold), then=then))
     b.answers.append(answer_of(b, Expr(src="var", key=rec.key, path=[f.name]), f, lexical(f.name)))
@@ -333,14 +350,14 @@ def seg_iterate(b: Builder) -> None:
     b.said.append(f"all my {status} {words(e.plural)}")
     bulk = [s for s, ent, _ in b.tools.get("bulk_transition", []) if ent == e.name and s.effect
             and s.effect.set.get("status") == t.target]
-    b.clauses.append(phrase(b.rng, "iterate", status=words(status), plural=words(e.plural), label=e.label,
-                            target=words(t.target)))
+    b.say(phrase_pair(b.rng, "iterate", status=words(status), plural=words(e.plural), label=e.label,
+                      target=words(t.target)))
     if bulk and b.rng.random() < 0.5:
         b.ops[bulk[0].name] = "bulk_transition"
         done = b.call(bulk[0], {b.acct.key: me_expr(b), "status": Expr(src="lit", value=status)}, write=True)
         b.answers.append(AnswerPlan(Expr(src="var", key=done, path=["updated"], reduce="count"), "number", [],
                                 "how many were changed"))
-        b.clauses.append("you want to be told how many were changed")
+        b.say(("you want to be told how many were changed", "I want to be told how many were changed"))
         return
     spec = b.tool("transition", e.name, lambda s: s.effect and s.effect.set.get("status") == t.target)
     listed = list_mine(b, e, {"status": Expr(src="lit", value=status)})
@@ -351,7 +368,7 @@ def seg_iterate(b: Builder) -> None:
     body: list[Step] = [CallStep(tool=spec.name, args=bind(spec, avail), write=True)]
     b.steps.append(EachStep(source=Expr(src="var", key=listed), var="item", body=body))
     b.answers.append(AnswerPlan(Expr(src="var", key=listed, reduce="count"), "number", [], "how many were changed"))
-    b.clauses.append("you want to be told how many were changed")
+    b.say(("you want to be told how many were changed", "I want to be told how many were changed"))
 
 
 def seg_create(b: Builder) -> None:
@@ -383,8 +400,9 @@ def seg_create(b: Builder) -> None:
             details.append(f"{words(pname)} {value}")
         made = b.call(spec, avail, write=True)
         b.ops[spec.name] = "create"
-        b.clauses.append(phrase(b.rng, "create", a_label=a(e.label), label=e.label, other=cat.label,
-                                name=item["name"], details=f" with {', '.join(details)}" if details else ""))
+        b.say(phrase_pair(b.rng, "create", a_label=a(e.label), label=e.label, other=cat.label,
+                          others=plural(cat.label), name=item["name"],
+                          details=f" with {', '.join(details)}" if details else ""))
         b.answers.append(AnswerPlan(Expr(src="var", key=made, path=[e.key]), "id", [], f"the new {e.label} id"))
         return
     raise Unfit("no create tool on a catalog")

@@ -36,7 +36,7 @@ from synth.program import (
 )
 from synth.quality import paraphrase_problem
 from synth.seeds import content_id
-from synth.segments import SEGMENTS, AnswerPlan, Builder, Unfit, authenticate
+from synth.segments import SEGMENTS, AnswerPlan, Builder, Unfit, authenticate, first_person
 
 MECHANISM_SHARE = 0.85
 GREETINGS = ["Hi", "Hello", "Hey there", "Good morning", "Hi, hoping you can help", "Hello, quick one"]
@@ -116,6 +116,14 @@ def _read_before_a_change(program: Program, answers: list[AnswerPlan]) -> bool:
     return False
 
 
+def _normal(value: str) -> str:
+    """A value as compared with another: numbers by value ("20.0" is "20"), text by its lower case."""
+    try:
+        return _format(float(value))
+    except ValueError:
+        return value.strip().lower()
+
+
 def _format(value: Any) -> str:
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() else repr(round(value, 6))
@@ -153,14 +161,20 @@ def sample_task(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, 
     planned = [question(k) for k in b.known] + [confirmation_request(c.name) for c in writes] + [reply.text]
     if answers and not answers_pass(answers, [{"role": "assistant", "content": t} for t in planned]):
         raise Unfit("a question names a candidate answer")
-    unasked = [a.label for a in b.answers if a.label.lower() not in " ".join(b.clauses).lower()]
+    unasked = [a.label for a in b.answers if a.label.lower() not in " ".join(b.clauses).lower()
+               or first_person(a.label).lower() not in " ".join(b.request).lower()]
     if unasked:
         raise Unfit(f"the instruction never asks for {unasked[0]}")
     if _read_before_a_change(program, b.answers):
         raise Unfit("an answer is read before a later change")
+    held = {_normal(v) for v in b.known.values()}
+    if any(_normal(v) in held for v in values):
+        # An agent that asks the user and repeats a fact back would pass ("the one with units 18"; answer 18).
+        raise Unfit("an answer is a fact the user holds")
     topic = " and ".join(b.said) or f"my {words(acct.name)} account"
     opening = f"{rng.choice(GREETINGS)}, I need some help with {topic}."
     body_text = "; ".join(b.clauses)
+    request = "; ".join(b.request)
     instruction = " ".join([phrase(rng, "intro", name=b.me["full_name"]), body_text[0].upper() + body_text[1:] + ".",
                             phrase(rng, "close")])
     tool_ops = {**b.ops}
@@ -178,6 +192,7 @@ def sample_task(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, 
         max_steps=4 * len(calls) + 2 * len(b.known) + 8, tags=[*kinds, "write" if writes else "read"],
         meta={"kind": "+".join(kinds), "shape": program_shape, "program": program.model_dump(mode="json", exclude_defaults=True),
               "tools": tool_ops, "constraints": [], "paraphrased": False,
+              "request": request[0].upper() + request[1:] + ".",
               "literals": _literals(program)})
 
 

@@ -3,6 +3,7 @@ instruction, an agent that calls no tool scores 0, and `synth stats` counts what
 
 from __future__ import annotations
 
+import re
 import statistics
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from envgym.play.episode import run_episode
 from envgym.registry import env_dirs
 from synth.lexicon import lexical
 from synth.notool import NoToolPolicy
+from synth.segments import first_person
 from synth.stats import collect_stats, dependent_calls
 
 
@@ -40,6 +42,32 @@ def test_an_agent_that_calls_no_tool_scores_zero_on_every_kept_task(small_suite:
             episode = run_episode(env, NoToolPolicy(), seed=0, options={"task_id": task.id})
             assert episode.reward == 0.0, task.id
         env.close()
+
+
+def test_the_user_asks_in_its_own_words_without_the_facts_it_holds_and_no_answer_is_one_of_them(
+        small_suite: Path) -> None:
+    """The scripted user's request (what it says when asked how it can help) is first person, names every answer
+    the task grades, holds none of the user's facts, and no graded answer is a fact the user could be asked for."""
+    seen = 0
+    for folder in env_dirs(small_suite):
+        for task in load_environment(str(folder)).tasks:
+            request = task.meta["request"]
+            assert not re.search(r"\byou(r|rs)?\b", request, re.IGNORECASE), request
+            assert not any(re.search(rf"(?<![\w.-]){re.escape(v)}(?![\w-])", request)
+                           for v in task.user_known.values()), (request, task.user_known)
+            labels = [part.rsplit(": ", 1)[0] for part in task.final_reply.split("; ") if task.answers]
+            assert all(first_person(label).lower() in request.lower() for label in labels), (labels, request)
+            held = {_number_or_text(v) for v in task.user_known.values()}
+            assert not any(_number_or_text(a.value) in held for a in task.answers), task.id
+            seen += 1
+    assert seen >= 20
+
+
+def _number_or_text(value: str) -> str:
+    try:
+        return repr(float(value))
+    except ValueError:
+        return value.lower()
 
 
 def test_stats_count_mechanisms_code_tools_and_dependent_calls(small_suite: Path) -> None:
