@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from synth.lexicon import CURRENCIES, NOTES, WORDS
+from synth.lexicon import CURRENCIES, NOTES, WORDS, a, words
 from synth.model import FieldModel, Transition
 
 
@@ -119,6 +119,93 @@ POOL: dict[str, Builder] = {
     "inspection": lambda r: ([date("visit_date"), time("arrival"), enum("outcome", ["pending", "pass", "fail"]),
                               text("remarks")], []),
 }
+
+# Where a pool entity makes sense, so that add-entity attaches only entities that belong (issue 38: "claims" in a
+# tutoring service, "lessons" owned by "shipments"). An entity belongs to a domain when the domain's taxonomy
+# category is one it lists (`FITS`; None: every category), and may hang under another owned entity only when that
+# entity is one of its wholes (`PARTS`: a pool entity it is part of, or "record" for the domain's own records, the
+# transactions every seed domain has). `entity_problem` applies both rules and says which one refused.
+_SELLING = ("education_elearning", "financial_trading", "gaming_entertainment", "healthcare_medical",
+            "iphone_android", "legal_compliance", "real_estate_property", "software_apps", "transportation_logistics",
+            "website_control", "enterprise_business_intelligence")
+FITS: dict[str, tuple[str, ...] | None] = {
+    "payment": _SELLING,
+    "invoice": (*_SELLING, "manufacturing_industrial_iot", "agriculture_environmental"),
+    "shipment": ("transportation_logistics", "manufacturing_industrial_iot", "agriculture_environmental",
+                 "healthcare_medical"),
+    "appointment": ("healthcare_medical", "real_estate_property", "legal_compliance", "education_elearning",
+                    "transportation_logistics", "agriculture_environmental", "smart_home"),
+    "ticket": None,
+    "review": ("gaming_entertainment", "education_elearning", "healthcare_medical", "real_estate_property",
+               "software_apps", "iphone_android", "transportation_logistics", "website_control"),
+    "delivery_address": ("transportation_logistics", "healthcare_medical", "gaming_entertainment",
+                         "manufacturing_industrial_iot"),
+    "document": ("legal_compliance", "real_estate_property", "healthcare_medical", "financial_trading",
+                 "enterprise_business_intelligence", "education_elearning", "software_apps", "website_control",
+                 "desktop_systems", "manufacturing_industrial_iot"),
+    "reservation": ("gaming_entertainment", "transportation_logistics", "real_estate_property",
+                    "education_elearning"),
+    "refund_request": ("gaming_entertainment", "education_elearning", "healthcare_medical", "software_apps",
+                       "transportation_logistics", "website_control", "iphone_android", "financial_trading"),
+    "membership": ("gaming_entertainment", "education_elearning", "healthcare_medical", "software_apps",
+                   "website_control", "financial_trading", "transportation_logistics"),
+    "voucher": ("gaming_entertainment", "education_elearning", "transportation_logistics", "iphone_android",
+                "software_apps", "website_control"),
+    "message": None,
+    "work_order": ("manufacturing_industrial_iot", "real_estate_property", "agriculture_environmental",
+                   "robot_control", "smart_home", "transportation_logistics", "desktop_systems"),
+    "loyalty_card": ("gaming_entertainment", "transportation_logistics", "healthcare_medical"),
+    "claim": ("healthcare_medical", "legal_compliance", "transportation_logistics", "real_estate_property",
+              "financial_trading"),
+    "lesson": ("education_elearning", "gaming_entertainment"),
+    "rental": ("transportation_logistics", "real_estate_property", "gaming_entertainment",
+               "agriculture_environmental", "manufacturing_industrial_iot"),
+    "subscription_plan": ("software_apps", "enterprise_business_intelligence", "website_control", "iphone_android",
+                          "gaming_entertainment", "education_elearning", "smart_home", "financial_trading"),
+    "inspection": ("real_estate_property", "manufacturing_industrial_iot", "agriculture_environmental",
+                   "transportation_logistics", "smart_home", "robot_control", "legal_compliance"),
+}
+PARTS: dict[str, tuple[str, ...]] = {
+    "payment": ("record", "invoice", "reservation", "rental", "membership", "subscription_plan", "appointment",
+                "lesson", "shipment", "work_order"),
+    "invoice": ("record", "shipment", "work_order", "rental", "reservation", "appointment", "lesson",
+                "subscription_plan", "membership", "inspection"),
+    "shipment": ("invoice",),
+    "appointment": ("claim", "work_order"),
+    "ticket": ("record", "shipment", "payment", "invoice", "rental", "reservation", "subscription_plan",
+               "membership", "work_order", "claim", "document"),
+    "review": ("record", "appointment", "lesson", "rental", "reservation", "shipment", "work_order"),
+    "delivery_address": ("shipment", "rental"),
+    "document": ("record", "claim", "ticket", "work_order", "inspection", "invoice", "rental", "appointment"),
+    "reservation": ("membership",),
+    "refund_request": ("record", "payment", "invoice", "reservation", "rental", "shipment", "subscription_plan",
+                       "membership", "lesson", "appointment"),
+    "membership": (),
+    "voucher": ("membership", "loyalty_card", "refund_request", "reservation"),
+    "message": ("record", "ticket", "claim", "appointment", "reservation", "shipment", "work_order", "rental",
+                "lesson", "document", "invoice", "inspection"),
+    "work_order": ("ticket", "inspection", "claim"),
+    "loyalty_card": ("membership",),
+    "claim": ("shipment", "rental", "payment", "invoice", "inspection", "appointment", "reservation"),
+    "lesson": ("membership", "subscription_plan", "reservation"),
+    "rental": ("reservation", "membership"),
+    "subscription_plan": ("membership",),
+    "inspection": ("work_order", "rental", "claim", "shipment"),
+}
+
+
+def entity_problem(name: str, category: str, parent: str | None = None, parent_is_record: bool = False
+                   ) -> str | None:
+    """Why the pool entity `name` does not belong in a domain of `category` under the owned entity `parent` (None:
+    owned by the account alone; `parent_is_record`: the parent is the domain's own record type, whatever its name);
+    None when it belongs."""
+    fits = FITS[name]
+    if fits is not None and category not in fits:
+        return f"{a(words(name))} does not belong in {words(category)}"
+    if parent is not None and ("record" if parent_is_record or parent not in POOL else parent) not in PARTS[name]:
+        return f"{a(words(name))} cannot be part of {a(words(parent))}"
+    return None
+
 
 LINKS = ["assignment", "allocation", "pairing", "line_item", "placement", "selection", "attachment", "coverage"]
 WORKFLOWS = [

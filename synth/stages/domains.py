@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from synth.grammar import EXTRA_FIELDS, LINKS, POOL, WORKFLOWS, flow, quantity, state
+from synth.grammar import EXTRA_FIELDS, LINKS, POOL, WORKFLOWS, entity_problem, flow, quantity, state
 from synth.lexicon import AUDIENCES
 from synth.model import DomainModel, EntityModel, FieldModel, Limit
 from synth.seeds import item_rng
@@ -77,15 +77,18 @@ def specialize(d: DomainModel, rng: random.Random) -> DomainModel | None:
 
 
 def add_entity(d: DomainModel, rng: random.Random) -> DomainModel | None:
-    """Attach an entity type from the pool: owned by the account, optionally under an owned entity."""
+    """Attach an entity type from the pool that belongs in the domain's category: owned by the account, optionally
+    under an owned entity it can be part of (`synth.grammar.entity_problem`)."""
     names = {e.name for e in d.entities}
-    free = [n for n in sorted(POOL) if n not in names]
+    free = [n for n in sorted(POOL) if n not in names and entity_problem(n, d.category) is None]
     if len(d.entities) >= MAX_ENTITIES or not free:
         return None
     name = rng.choice(free)
     fields, steps = POOL[name](rng)
     refs = [FieldModel(name=f"{d.account}_id", kind="ref", ref=d.account)]
-    parents = [e for e in d.owned() if not e.link]
+    record = d.owned()[0].name  # the taxonomy seed's record type (pool entities are appended after it)
+    parents = [e for e in d.owned() if not e.link
+               and entity_problem(name, d.category, e.name, parent_is_record=e.name == record) is None]
     if parents and rng.random() < 0.5:
         parent = rng.choice(parents)
         refs.append(FieldModel(name=parent.key, kind="ref", ref=parent.name))
