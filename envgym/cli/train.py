@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -12,13 +13,9 @@ from rich.console import Console
 from envgym.cli.common import CliError, add_json_flag, print_json, stderr
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    from envgym.train import GRPOConfig, GRPOTrainer, distributed
-
-    overrides: dict[str, Any] = {key: value for key, value in (
-        ("generation", args.generation), ("server_url", args.server_url), ("server_kind", args.server_kind)
-    ) if value is not None}
-    for item in args.set:
+def _set_overrides(items: list[str]) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    for item in items:
         key, sep, value = item.partition("=")
         if not sep:
             raise CliError(f"--set {item!r}: expected KEY=VALUE")
@@ -26,6 +23,42 @@ def cmd_train(args: argparse.Namespace) -> int:
             overrides[key] = yaml.safe_load(value)
         except yaml.YAMLError as exc:
             raise CliError(f"--set {item!r}: the value is not YAML: {exc}") from None
+    return overrides
+
+
+def cmd_recipe(args: argparse.Namespace) -> int:
+    """`envgym train RECIPE.yaml`: a whole experiment (synthesized env, warm start, GRPO, held-out evaluation)."""
+    from envgym.train.recipe import Recipe, run_recipe
+
+    try:
+        recipe = Recipe.from_yaml(args.config, _set_overrides(args.set))
+    except (ValueError, yaml.YAMLError) as exc:
+        raise CliError(str(exc)) from None
+    try:
+        report = run_recipe(recipe, console=stderr)
+    except ValueError as exc:  # the recipe asks for what cannot be made (too few tasks, bad GRPO fields)
+        raise CliError(str(exc)) from None
+    summary = {"output_dir": str(Path(recipe.grpo.get("output_dir", f"runs/{recipe.name}"))),
+               "paired": report["paired"], "grpo": report["grpo"], "wall_s": report["wall_s"]}
+    if args.json:
+        print_json(summary)
+    else:
+        Console().print_json(json.dumps(summary, default=str))
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from envgym.train import GRPOConfig, GRPOTrainer, distributed
+
+    if args.config and Path(args.config).exists():
+        from envgym.train.recipe import is_recipe
+
+        if is_recipe(args.config):
+            return cmd_recipe(args)
+    overrides: dict[str, Any] = {key: value for key, value in (
+        ("generation", args.generation), ("server_url", args.server_url), ("server_kind", args.server_kind)
+    ) if value is not None}
+    overrides.update(_set_overrides(args.set))
     try:
         config = GRPOConfig.from_yaml(args.config) if args.config else GRPOConfig()
         if overrides:
@@ -59,13 +92,15 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("train", help="train a policy with GRPO on an environment")
-    parser.add_argument("config", nargs="?", help="YAML file of GRPOConfig fields (defaults when omitted)")
+    parser.add_argument("config", nargs="?", help="YAML file of GRPOConfig fields (defaults when omitted), or a "
+                        "recipe (a file with a `grpo:` section; see envgym/train/recipe.py and examples/)")
     parser.add_argument(
         "--set",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override one GRPOConfig field (YAML value), e.g. --set max_steps=10",
+        help="override one GRPOConfig field (YAML value), e.g. --set max_steps=10; in a recipe a dotted "
+        "key, e.g. --set grpo.seed=1 --set minutes=5",
     )
     parser.add_argument("--evaluate", action="store_true", help="greedy held-out success before and after")
     parser.add_argument("--generation", choices=["local", "server"],

@@ -1,0 +1,311 @@
+"""Recipes: one YAML file that reproduces a whole training experiment with `envgym train RECIPE.yaml`.
+
+A recipe names where the tasks come from, how the policy is warm-started, how long GRPO runs and what is measured:
+
+- `env`: one synthesized domain (`envgym synth run --seed SEED --domains 1`), cut by `synth.subsets.kind_subset` to
+  the task kinds asked for, with `heldout` tasks of users no training task has;
+- `transfer` (optional): more domains, synthesized from another seed, that are never trained on; `per_domain` of
+  their tasks join the held-out evaluation;
+- `warm_start` (optional): SFT on the fair planner's conversations of the training tasks;
+- `minutes`: GRPO's time budget; `grpo`: the `GRPOConfig` fields (the env id, output folder and held-out count are
+  filled in from the recipe).
+
+Every held-out task is played greedily after the warm start (b) and after GRPO (c) (and on the base model (a) with
+`evaluate_base`), always with the episode seeds of `eval_seed`, so runs that differ only in `grpo.seed` share the
+split, the warm start and its evaluation: their difference is the GRPO sampling stream. The report gives, per task
+set (the train domain's held-out users, the never-trained domains, all together), the success counts with Wilson
+intervals and the paired comparison of (c) against (b): tasks gained and lost, the exact sign test, and a bootstrap
+interval over tasks of the change. Written to `grpo.output_dir`: `report.json`, `results.md`, `metrics.jsonl`,
+`reward_curve.png`, `suite.json`. `pool_reports` pools the per-task pairs of several runs (seeds).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from rich.console import Console
+
+from envgym.train.config import GRPOConfig
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SynthEnv(_Part):
+    seed: int = Field(1, description="synthesis seed of the one training domain")
+    tasks: int = Field(500, description="tasks synthesized in the domain before the cut to `kinds`")
+    kinds: list[str] = Field(["lookup", "aggregate"], description="task kinds kept (synth.subsets.kind_subset)")
+    heldout: int = Field(24, description="held-out tasks of the training domain (their users are never trained on)")
+    split_seed: int = Field(0, description="the shuffle that picks the held-out users")
+
+
+class Transfer(_Part):
+    seed: int = Field(101, description="synthesis seed of the never-trained domains")
+    domains: int = Field(3, description="how many never-trained domains")
+    tasks: int = Field(300, description="tasks synthesized per domain before the cut")
+    per_domain: int = Field(32, description="held-out tasks taken from each never-trained domain")
+
+
+class WarmStart(_Part):
+    steps: int = 8
+    batch: int = 8
+    learning_rate: float = 5e-5
+    seed: int = Field(0, description="the SFT batches' shuffle (not the GRPO stream)")
+
+
+class Recipe(_Part):
+    name: str = "recipe"
+    env: SynthEnv = SynthEnv()
+    transfer: Transfer | None = None
+    warm_start: WarmStart | None = WarmStart()
+    minutes: float = Field(60.0, description="GRPO time budget (evaluations and the warm start excluded)")
+    evaluate_base: bool = False
+    eval_seed: int = Field(0, description="episode seeds of every held-out evaluation")
+    threads: int = Field(2, description="torch CPU threads")
+    bootstrap: int = Field(2000, description="bootstrap resamples of the paired change")
+    grpo: dict[str, Any] = Field(default_factory=dict, description="GRPOConfig fields")
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, overrides: dict[str, Any] | None = None) -> Recipe:
+        """Read a recipe; `overrides` maps dotted keys ("grpo.seed", "minutes") to values. Errors name the file."""
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        for key, value in (overrides or {}).items():
+            node = data
+            *parents, last = key.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[last] = value
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            raise ValueError(f"{path}: not a valid recipe: {problems}") from None
+
+
+def is_recipe(path: str | Path) -> bool:
+    """A YAML file with a `grpo` section is a recipe; a flat one is a GRPOConfig."""
+    data = yaml.safe_load(Path(path).read_text())
+    return isinstance(data, dict) and "grpo" in data
+
+
+# ---------------------------------------------------------------------------------------------------- statistics
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score 95% interval of a success rate."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return round(max(0.0, centre - half), 3), round(min(1.0, centre + half), 3)
+
+
+def sign_test(gained: int, lost: int) -> float:
+    """Two-sided exact sign test of `gained` against `lost` discordant pairs (ties dropped)."""
+    n = gained + lost
+    if n == 0:
+        return 1.0
+    k = min(gained, lost)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return round(min(1.0, 2 * tail), 4)
+
+
+def paired(before: Sequence[bool], after: Sequence[bool], resamples: int, seed: int = 0) -> dict[str, Any]:
+    """(c) against (b) on the same tasks: gained, lost, the sign test and a bootstrap 95% interval over tasks of the
+    change in success rate (points)."""
+    assert len(before) == len(after)
+    n = len(before)
+    gained = sum(1 for b, a in zip(before, after, strict=True) if a and not b)
+    lost = sum(1 for b, a in zip(before, after, strict=True) if b and not a)
+    diffs = [int(a) - int(b) for b, a in zip(before, after, strict=True)]
+    rng = random.Random(seed)
+    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples)) if n else [0.0]
+    low, high = means[int(0.025 * (len(means) - 1))], means[int(0.975 * (len(means) - 1))]
+    return {"tasks": n, "gained": gained, "lost": lost, "change_points": round(100 * sum(diffs) / max(n, 1), 1),
+            "bootstrap95_points": [round(100 * low, 1), round(100 * high, 1)], "sign_test_p": sign_test(gained, lost)}
+
+
+def summarize(successes: Sequence[bool]) -> dict[str, Any]:
+    wins = sum(successes)
+    return {"tasks": len(successes), "successes": wins, "success_rate": round(wins / max(len(successes), 1), 4),
+            "ci95": wilson(wins, len(successes))}
+
+
+def pool_reports(reports: Sequence[dict[str, Any]], resamples: int = 2000) -> dict[str, Any]:
+    """The per-task pairs of several runs (seeds) pooled: per task set, the mean change over runs, its spread, and
+    the paired comparison over every (run, task) pair."""
+    out: dict[str, Any] = {"runs": len(reports)}
+    for key in reports[0]["paired"]:
+        before = [b for r in reports for b in r["per_task"][key]["b"]]
+        after = [a for r in reports for a in r["per_task"][key]["c"]]
+        changes = [r["paired"][key]["change_points"] for r in reports]
+        mean = sum(changes) / len(changes)
+        spread = math.sqrt(sum((c - mean) ** 2 for c in changes) / max(len(changes) - 1, 1))
+        out[key] = {"changes_points": changes, "mean_points": round(mean, 1), "sd_points": round(spread, 1),
+                    "pooled": paired(before, after, resamples)}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- the run
+
+
+def _synth_suites(seed: int, domains: int, tasks: int, kinds: tuple[str, ...], heldout: int, split_seed: int,
+                  out: Path, exclude: str = "") -> list[tuple[str, dict[str, Any], list[str]]]:
+    """Synthesize `domains` domains (other than `exclude`), cut each to `kinds` and register it: (env id, suite
+    summary, held-out task ids) per domain, in name order."""
+    from envgym.registry import env_id as id_of
+    from envgym.registry import register_dir
+    from synth.pipeline import SynthConfig, run_pipeline
+    from synth.subsets import kind_subset
+
+    raw = out / "synth"
+    # Lookups and aggregates only: no draw goes to mechanism flows, so the cut keeps its size. One domain more when
+    # one is excluded: a seed may draw the training domain again.
+    run_pipeline(SynthConfig(seed=seed, domains=domains + bool(exclude), tasks_per_env=tasks, mechanism_share=0.0),
+                 raw)
+    sources = [p for p in sorted(raw.iterdir()) if (p / "world.yaml").exists() and p.name != exclude][:domains]
+    found = []
+    for source in sources:
+        folder, suite = kind_subset(source, out / "suite", kinds=kinds, heldout=heldout, seed=split_seed)
+        env_id = next(e for e in register_dir(folder.parent, override=True) if e == id_of(folder.name))
+        held = [json.loads(line)["id"] for line in (folder / "tasks.jsonl").read_text().splitlines() if line.strip()]
+        found.append((env_id, suite, held[-heldout:] if heldout else []))
+    return found
+
+
+def evaluate_tasks(trainer: Any, envs: Sequence[Any], task_ids: Sequence[str], seed: int) -> list[bool]:
+    """Greedy success (reward >= 1) of each task, in batches of len(envs) episodes decoded in lockstep."""
+    from envgym.train.rollout import run_group
+
+    out: list[bool] = []
+    for start in range(0, len(task_ids), len(envs)):
+        chunk = list(task_ids[start : start + len(envs)])
+        episodes = run_group(envs[: len(chunk)], chunk, trainer.sampler, trainer.limits, temperature=0.0,
+                             seed=seed + start)
+        out.extend(e.reward >= 1.0 for e in episodes)
+    return out
+
+
+def run_recipe(recipe: Recipe, console: Console | None = None,
+               trainer_factory: Callable[[GRPOConfig], Any] | None = None) -> dict[str, Any]:
+    """Run `recipe` end to end (see the module docstring) and return its report (also written as report.json)."""
+    from envgym.train.policy import load_policy
+    from envgym.train.sft import conversation_samples, supervised_fine_tune
+    from envgym.train.trainer import GRPOTrainer, make_env
+    from synth.subsets import fair_demonstrations
+
+    console = console or Console(stderr=True)
+    torch.set_num_threads(recipe.threads)
+    out = Path(recipe.grpo.get("output_dir", f"runs/{recipe.name}"))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.jsonl").unlink(missing_ok=True)  # the curve shows this run only
+    started = time.perf_counter()
+    kinds = tuple(recipe.env.kinds)
+    ((env_id, suite, _),) = _synth_suites(recipe.env.seed, 1, recipe.env.tasks, kinds, recipe.env.heldout,
+                                          recipe.env.split_seed, out / "train")
+    transfer = []
+    if recipe.transfer is not None:
+        t = recipe.transfer
+        transfer = _synth_suites(t.seed, t.domains, t.tasks, kinds, t.per_domain, recipe.env.split_seed,
+                                 out / "transfer", exclude=suite["source"])
+    (out / "suite.json").write_text(json.dumps({"train": suite, "transfer": [s for _, s, _ in transfer]}, indent=2)
+                                    + "\n")
+    try:
+        # GRPO runs for `minutes`: max_steps only bounds it when the recipe sets it.
+        config = GRPOConfig.from_dict({"max_steps": 1_000_000, "save_every": 0, **recipe.grpo, "env_id": env_id,
+                                       "output_dir": str(out), "heldout_tasks": recipe.env.heldout},
+                                      source=f"recipe {recipe.name}: grpo")
+    except ValueError as exc:
+        raise ValueError(str(exc)) from None
+    # The policy's initial weights (random ones, for 'tiny-random') follow the warm start's seed, not grpo.seed:
+    # runs that differ in grpo.seed start GRPO from the same weights.
+    init_seed = recipe.warm_start.seed if recipe.warm_start is not None else config.seed
+    trainer = (trainer_factory or (lambda c: GRPOTrainer(c, policy=load_policy(c.model, init_seed),
+                                                          console=console)))(config)
+    transfer_envs = {eid: [make_env(eid) for _ in trainer.envs] for eid, _, _ in transfer}
+    report: dict[str, Any] = {"recipe": recipe.model_dump(), "env_id": env_id, "suite": suite,
+                              "transfer": [{"env_id": eid, "source": s["source"], "tasks": held}
+                                           for eid, s, held in transfer], "evaluations": {}, "per_task": {}}
+
+    def measure(label: str) -> None:
+        clock = time.perf_counter()
+        results = {"train_domain": evaluate_tasks(trainer, trainer.envs, trainer.heldout_tasks, recipe.eval_seed)}
+        for eid, _, held in transfer:
+            results[eid] = evaluate_tasks(trainer, transfer_envs[eid], held, recipe.eval_seed)
+        if transfer:
+            results["never_trained_domains"] = [s for eid, _, _ in transfer for s in results[eid]]
+            results["all"] = results["train_domain"] + results["never_trained_domains"]
+        report["evaluations"][label] = {k: summarize(v) for k, v in results.items()}
+        report["evaluations"][label]["seconds"] = round(time.perf_counter() - clock, 1)
+        for key, values in results.items():
+            report["per_task"].setdefault(key, {})[label] = values
+        _write(out, report)
+        line = ", ".join(f"{k} {sum(v)}/{len(v)}" for k, v in results.items())
+        console.print(f"[bold]{label}[/]: {line}")
+
+    if recipe.evaluate_base:
+        measure("a")
+    if recipe.warm_start is not None and recipe.warm_start.steps > 0:
+        w = recipe.warm_start
+        clock = time.perf_counter()
+        demos = fair_demonstrations(Path(trainer.envs[0].unwrapped.data.directory), trainer.train_tasks)
+        eos = trainer.tokenizer.eos_token_id
+        samples = [s for d in demos for s in conversation_samples(trainer.tokenizer, d["messages"], d["tools"], eos)]
+        losses = supervised_fine_tune(trainer.model, samples, steps=w.steps, batch_size=w.batch,
+                                      learning_rate=w.learning_rate, pad_token_id=trainer.sampler.pad_token_id,
+                                      seed=w.seed, console=console)
+        report["warm_start"] = {"demonstrations": len(demos), "samples": len(samples),
+                                "losses": [round(x, 4) for x in losses],
+                                "seconds": round(time.perf_counter() - clock, 1)}
+    measure("b")
+    rows = trainer.train(max_seconds=recipe.minutes * 60)
+    measure("c")
+    steps = [r["step_s"] for r in rows]
+    report["grpo"] = {"steps": len(rows), "updates": sum(int(r["updated"]) for r in rows),
+                      "step_s_median": sorted(steps)[len(steps) // 2] if steps else None,
+                      "train_success": [round(r["success_rate"], 3) for r in rows]}
+    report["paired"] = {key: paired(v["b"], v["c"], recipe.bootstrap) for key, v in report["per_task"].items()}
+    report["wall_s"] = round(time.perf_counter() - started, 1)
+    _write(out, report)
+    (out / "results.md").write_text(results_markdown(report))
+    return report
+
+
+def _write(out: Path, report: dict[str, Any]) -> None:
+    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")  # after each stage: survives a kill
+
+
+def results_markdown(report: dict[str, Any]) -> str:
+    """The held-out table of one run: each task set's success after the warm start and after GRPO, and the change."""
+    names = {"train_domain": "train domain, held-out users", "never_trained_domains": "never-trained domains",
+             "all": "all held-out tasks"}
+    lines = [f"# {report['recipe']['name']}: held-out success (greedy)", "",
+             "| tasks | n | (b) after warm start | (c) after GRPO | change | 95% bootstrap | gained / lost | sign p |",
+             "|---|---|---|---|---|---|---|---|"]
+    for key, pair in report["paired"].items():
+        b, c = report["evaluations"]["b"][key], report["evaluations"]["c"][key]
+        low, high = pair["bootstrap95_points"]
+        lines.append(f"| {names.get(key, key)} | {pair['tasks']} | {_cell(b)} | {_cell(c)} | "
+                     f"{pair['change_points']:+.1f} | [{low:+.1f}, {high:+.1f}] | {pair['gained']} / {pair['lost']} | "
+                     f"{pair['sign_test_p']} |")
+    g = report["grpo"]
+    median = f"{g['step_s_median']:.1f}" if g["step_s_median"] is not None else "-"
+    lines += ["", f"GRPO: {g['steps']} steps, {g['updates']} updates, median step {median} s; "
+              f"wall time {report['wall_s']} s.", ""]
+    return "\n".join(lines)
+
+
+def _cell(result: dict[str, Any]) -> str:
+    low, high = result["ci95"]
+    return f"{result['successes']}/{result['tasks']} [{low:.2f}, {high:.2f}]"

@@ -1,0 +1,100 @@
+"""Recipes (`envgym train RECIPE.yaml`): the statistics pinned to hand-computed values, the file format, and one
+whole tiny run twice, showing that runs differing in `grpo.seed` share the split, warm start and its evaluation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from envgym.cli import main
+from envgym.train.recipe import Recipe, is_recipe, paired, pool_reports, sign_test, wilson
+
+
+def test_sign_test_matches_the_binomial_tail() -> None:
+    assert sign_test(6, 0) == pytest.approx(2 / 64, abs=1e-4)  # run 13: 6 gained, 0 lost, p = 0.031
+    assert sign_test(0, 0) == 1.0
+    assert sign_test(3, 3) == 1.0
+    assert sign_test(8, 2) == pytest.approx(2 * (1 + 10 + 45) / 1024, abs=1e-4)
+
+
+def test_paired_counts_gains_losses_and_bootstraps_the_change() -> None:
+    before = [True, False, False, False, True, False]
+    after = [True, True, True, False, False, False]
+    result = paired(before, after, resamples=500)
+    assert (result["gained"], result["lost"], result["tasks"]) == (2, 1, 6)
+    assert result["change_points"] == pytest.approx(100 / 6, abs=0.1)
+    low, high = result["bootstrap95_points"]
+    assert low < result["change_points"] < high
+    assert paired([False] * 4, [True] * 4, resamples=200)["bootstrap95_points"] == [100.0, 100.0]
+
+
+def test_wilson_of_run_13() -> None:
+    assert wilson(5, 24) == (0.092, 0.405) and wilson(11, 24) == (0.279, 0.649)
+
+
+def test_pool_reports_pairs_every_run_and_task() -> None:
+    def run(b: list[bool], c: list[bool]) -> dict[str, Any]:
+        return {"per_task": {"all": {"b": b, "c": c}}, "paired": {"all": paired(b, c, 100)}}
+
+    pooled = pool_reports([run([False, False], [True, False]), run([False, True], [True, True])], resamples=100)
+    assert pooled["runs"] == 2
+    assert pooled["all"]["changes_points"] == [50.0, 50.0] and pooled["all"]["sd_points"] == 0.0
+    assert (pooled["all"]["pooled"]["gained"], pooled["all"]["pooled"]["tasks"]) == (2, 4)
+
+
+def test_a_recipe_reads_overrides_and_names_its_mistakes(tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"name": "r", "grpo": {"seed": 0}}))
+    assert is_recipe(path)
+    recipe = Recipe.from_yaml(path, {"grpo.seed": 3, "minutes": 5, "env.heldout": 12})
+    assert (recipe.grpo["seed"], recipe.minutes, recipe.env.heldout) == (3, 5, 12)
+    with pytest.raises(ValueError, match=r"r\.yaml.*warm_strat"):
+        Recipe.from_yaml(path, {"warm_strat.steps": 1})
+    flat = tmp_path / "flat.yaml"
+    flat.write_text("max_steps: 1\n")
+    assert not is_recipe(flat)
+
+
+def test_the_example_recipe_is_valid_and_its_grpo_fields_are_grpo_config_fields() -> None:
+    from envgym.train.config import GRPOConfig
+
+    recipe = Recipe.from_yaml(Path(__file__).resolve().parents[2] / "examples" / "multiturn_grpo.yaml")
+    GRPOConfig.from_dict(recipe.grpo)
+    assert recipe.env.heldout + recipe.transfer.domains * recipe.transfer.per_domain >= 120  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+def test_envgym_train_runs_a_recipe_and_seeds_change_only_the_grpo_stream(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe = {"name": "tiny", "env": {"seed": 1, "tasks": 150, "heldout": 4},
+              "transfer": {"seed": 101, "domains": 1, "tasks": 150, "per_domain": 3},
+              "warm_start": {"steps": 1, "batch": 2}, "minutes": 0, "bootstrap": 100,
+              "grpo": {"model": "tiny-random", "group_size": 2, "tasks_per_step": 1, "max_steps": 1,
+                       "max_turns": 2, "max_new_tokens": 8, "temperature": 1.0}}
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    reports = []
+    for seed in (0, 1):
+        out = tmp_path / f"seed{seed}"
+        assert main(["train", str(path), "--json", "--set", f"grpo.seed={seed}",
+                     "--set", f"grpo.output_dir={out}"]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        assert set(summary["paired"]) == {"train_domain", "never_trained_domains", "all",
+                                          *[t["env_id"] for t in json.loads((out / "report.json").read_text())
+                                            ["transfer"]]}
+        assert summary["paired"]["all"]["tasks"] == 4 + 3
+        report = json.loads((out / "report.json").read_text())
+        assert report["suite"]["source"] not in {t["source"] for t in report["transfer"]}
+        assert (out / "results.md").read_text().count("\n|") >= 5 and (out / "reward_curve.png").exists()
+        reports.append(report)
+    first, second = reports
+    # Same split, same initial weights and warm start, same evaluation of it; another GRPO stream.
+    assert first["suite"] == second["suite"] and first["transfer"] == second["transfer"]
+    assert first["warm_start"]["losses"] == second["warm_start"]["losses"]
+    assert first["per_task"]["all"]["b"] == second["per_task"]["all"]["b"]
+    assert (first["recipe"]["grpo"]["seed"], second["recipe"]["grpo"]["seed"]) == (0, 1)
