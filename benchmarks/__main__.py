@@ -4,7 +4,8 @@
 
 Each benchmark runs in a fresh process (`benchmarks/suite.py` says how); its records, the load average before
 and after, the machine and the command are kept in docs/results/benchmarks.json (a run replaces only the
-benchmarks it ran), then docs/results/benchmarks.md and README.md's Benchmarks table are rendered from that file.
+benchmarks it ran) and added at the top of docs/results/history/NAME.md; then docs/results/benchmarks.md and
+README.md's Benchmarks table are rendered from benchmarks.json.
 `--table` only re-renders. Prints one JSON record per figure as it goes (`--json`: only those lines).
 """
 
@@ -26,7 +27,15 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from benchmarks.report import RESULTS, ROOT, load_results, save_results, update_readme, write_markdown
+from benchmarks.report import (
+    RESULTS,
+    ROOT,
+    add_history,
+    load_results,
+    save_results,
+    update_readme,
+    write_markdown,
+)
 from benchmarks.suite import SUITE, Benchmark, find, json_objects
 
 
@@ -113,6 +122,7 @@ def main() -> int:
                     entry = run_one(benchmark, args.quick, args.timeout)
                 results["benchmarks"][benchmark.name] = entry
                 save_results(results)  # a benchmark that crashes the runner later keeps what came before
+                add_history(benchmark.name, entry)
                 for record in entry["records"]:
                     print(json.dumps(record | {"load": entry.get("load_before"), "machine": entry.get("machine")}),
                           flush=True)

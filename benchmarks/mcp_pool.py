@@ -10,12 +10,17 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 from envgym.world.state import WorldState
-from synth.mcp_harvest import harvest
-from synth.mcp_live import EpisodeMCPTools
+
+# Run as a script, this file's folder comes first on sys.path and benchmarks/synth.py would shadow `synth`.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+from synth.mcp_harvest import harvest  # noqa: E402
+from synth.mcp_live import EpisodeMCPTools  # noqa: E402
 
 ENV = {"MEMORY_FILE_PATH": "{state}/memory.jsonl"}
 

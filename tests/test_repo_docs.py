@@ -51,3 +51,19 @@ def test_a_record_meets_its_goal_on_the_ratio_when_it_has_one() -> None:
     assert Record("x", "m", value=10.0, baseline=35.0, ratio=3.5, goal="<= 3.0").met is False
     assert Record("x", "m", value=0.0, goal="== 0").met is True
     assert Record("x", "m", value=1.0).met is None
+
+
+def test_history_pages_put_the_newest_run_first_and_keep_older_text(tmp_path: Path) -> None:
+    from benchmarks.report import add_history
+
+    def run(date: str, value: float) -> dict[str, object]:
+        return {"date": date, "quick": True, "command": "python benchmarks/x.py", "load_before": [1.0],
+                "machine": "m", "records": [{"metric": "m", "value": value, "unit": "s", "baseline": None,
+                                             "ratio": None, "goal": None, "met": None}]}
+
+    page = add_history("x", run("2026-12-01T10:00:00", 1.5), tmp_path)
+    page.write_text(page.read_text() + "\n## Before the suite runner\n\nold prose\n")
+    add_history("x", run("2026-12-03T10:00:00", 2.5), tmp_path)
+    text = page.read_text()
+    assert text.index("2026-12-03 10:00") < text.index("2026-12-01 10:00") < text.index("old prose")
+    assert "| m | 2.5 s |" in text
