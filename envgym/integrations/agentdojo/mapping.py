@@ -72,8 +72,8 @@ _EMAIL = Sink(_EGRESS, (), ("subject", "body"), recipients=("recipients", "cc", 
 # Creating an event is a write the user must ask for (the verbs of creating one), even with nobody invited. Its
 # title says which event it is: the user's choice, never text copied out of untrusted data.
 _CREATE_EVENT = Sink(_EGRESS, (), ("title", "description", "location"), recipients=("participants",),
-                     chosen=("title", "start_time", "end_time"), intent=("create", "add", "schedule", "book", "set up", "remind", "organize",
-                                                "arrange", "plan"))
+                     chosen=("title", "start_time", "end_time"),
+                     intent=("create", "add", "schedule", "book", "set up", "remind", "organize", "arrange", "plan"))
 
 
 def _reserve(arg: str, entity: str, *when: str) -> Sink:
@@ -164,7 +164,8 @@ SINKS: dict[str, dict[str, Sink]] = {
         "delete_email": Sink(_DESTRUCTIVE, (), target=_EMAIL_TARGET),
         "create_calendar_event": _CREATE_EVENT,
         "cancel_calendar_event": _CANCEL_EVENT,
-        "reschedule_calendar_event": Sink(_DESTRUCTIVE, (), target=_EVENT, chosen=("new_start_time", "new_end_time")),
+        "reschedule_calendar_event": Sink(_DESTRUCTIVE, (), target=_EVENT,
+                                          chosen=("new_start_time", "new_end_time")),
         "add_calendar_event_participants": Sink(_EGRESS, (), recipients=("participants",), target=_EVENT,
                                                 payload=("event_id",), intent=("add", "invite")),
         "append_to_file": Sink(_DESTRUCTIVE, (), ("content",), target=_FILE, intent=("append", "add")),
