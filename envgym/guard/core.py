@@ -299,31 +299,39 @@ class Guard:
             return
         fields = policy.fields
         result = parse_result(content) if fields is not None else None
+        # Walked once: every field below is read from this list of the result's records (nested ones included).
+        records = records_in(result) if fields is not None and not isinstance(result, str) else None
         if fields is not None and policy.source == "trusted" and fields.author and not isinstance(result, str):
-            authored = [v for f in fields.author for v in field_values(result, f)]
+            authored = [v for f in fields.author for v in field_values(result, f, records)]
             provenance.add_result(json.dumps(authored), False, arguments, bool(policy.fetch))
             provenance.add_result(json.dumps(_without(result, set(fields.author))), True)
         else:
             provenance.add_result(content, policy.source == "trusted", arguments, bool(policy.fetch))
         if fields is not None and policy.source == "untrusted" and fields.platform and not isinstance(result, str):
-            provenance.add_trusted_values(v for f in fields.platform for item in field_values(result, f)
+            provenance.add_trusted_values(v for f in fields.platform for item in field_values(result, f, records)
                                           for v in leaves(item))
         if self.config.private or policy.records is not None:
-            result = parse_result(content) if result is None else result
+            if result is None:
+                result = parse_result(content)
+                records = None
             if self.config.private:
                 self.record_private(provenance, result)
-            self.record_named(provenance, tool, result)
+            self.record_named(provenance, tool, result, records)
 
-    def record_named(self, provenance: Provenance, tool: str, result: Any) -> None:
-        """Trust the platform-written fields of the records of `result` (JSON-like) that the user named (`records`)."""
+    def record_named(self, provenance: Provenance, tool: str, result: Any,
+                     records: list[Mapping[str, Any]] | None = None) -> None:
+        """Trust the platform-written fields of the records of `result` (JSON-like) that the user named (`records`).
+        `records`: `records_in(result)` when the caller has walked it already."""
         rule = self.policies.get(tool, self._unknown).records
         if rule is not None:
             user = provenance.said[0]
             named = [f for f in rule.stamped if f not in rule.named_by or said_outside_questions(user, rule.named_by[f])]
-            values = stamped_values(result, rule.names, named, user)
+            if records is None:
+                records = records_in(result)
+            values = stamped_values(result, rule.names, named, user, records)
             if values:
                 provenance.add_named(v for item in values for v in leaves(item))
-            others = stamped_values(result, rule.names, [f for f in rule.stamped if f not in named], user)
+            others = stamped_values(result, rule.names, [f for f in rule.stamped if f not in named], user, records)
             if others:
                 provenance.add_trusted_values(v for item in others for v in leaves(item))
 
@@ -486,9 +494,10 @@ class Guard:
         )
 
 
-def field_values(result: Any, name: str) -> list[Any]:
-    """The values of field `name` in every record (dict) of a JSON-like result, nested records included."""
-    return [record[name] for record in records_in(result) if name in record]
+def field_values(result: Any, name: str, records: list[Mapping[str, Any]] | None = None) -> list[Any]:
+    """The values of field `name` in every record (dict) of a JSON-like result, nested records included
+    (`records`: `records_in(result)`, when the caller has it)."""
+    return [record[name] for record in (records_in(result) if records is None else records) if name in record]
 
 
 def _without(result: Any, names: set[str]) -> Any:

@@ -112,25 +112,34 @@ def records_in(result: Any) -> list[Mapping[str, Any]]:
     stack = [result] if _is_container(result) else []
     while stack:
         item = stack.pop()
-        if isinstance(item, list | tuple):
-            children = item
-        else:
-            found.append(item)
-            children = list(item.values())
-        stack.extend(child for child in reversed(children) if _is_container(child))
+        children = item if isinstance(item, _SEQUENCES) else _record(item, found)
+        stack.extend([child for child in reversed(children) if _is_container(child)])
     return found
 
 
+_SCALARS = (str, int, float, bool, type(None))
+_SEQUENCES = (list, tuple)
+
+
+def _record(item: Mapping[str, Any], found: list[Mapping[str, Any]]) -> list[Any]:
+    found.append(item)
+    return list(item.values())
+
+
 def _is_container(value: Any) -> bool:
-    if isinstance(value, str | int | float | bool) or value is None:
+    if isinstance(value, _SCALARS):
         return False
-    return isinstance(value, dict | list | tuple | Mapping)
+    return isinstance(value, (dict, list, tuple, Mapping))  # the exact types first: the ABC check is slow
 
 
-def stamped_values(result: Any, names: Iterable[str], stamped: Iterable[str], user: str) -> list[Any]:
-    """The values of the `stamped` fields of each record of `result` that the user names by a `names` field."""
+def stamped_values(result: Any, names: Iterable[str], stamped: Iterable[str], user: str,
+                   records: list[Mapping[str, Any]] | None = None) -> list[Any]:
+    """The values of the `stamped` fields of each record of `result` that the user names by a `names` field
+    (`records`: `records_in(result)`, when the caller has it)."""
     names, stamped = tuple(names), tuple(stamped)
-    return [record[f] for record in records_in(result)
+    if not stamped:
+        return []
+    return [record[f] for record in (records_in(result) if records is None else records)
             if any(_names_in(user, record.get(n)) for n in names)
             for f in stamped if record.get(f) is not None]
 

@@ -203,6 +203,11 @@ def without_directives(text: str) -> str:
 def said_outside_questions(user: str, words: Iterable[str]) -> bool:
     """Whether a sentence of `user` that is not a question holds a word starting with one of `words` ("sender",
     "participant"): how a request refers to a field of a record ("reply to", "the participants of")."""
+    return _said_outside_questions(user, tuple(words))
+
+
+@functools.lru_cache(maxsize=1024)  # asked after every read of an episode, of the same request
+def _said_outside_questions(user: str, words: tuple[str, ...]) -> bool:
     patterns = [re.compile(r"(?<![\w-])" + re.escape(w)) for w in words if w]
     for match in _SENTENCE.finditer(_blank_quotes(user)):
         sentence = match.group(0)

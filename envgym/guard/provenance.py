@@ -42,6 +42,18 @@ def leaves(value: Any) -> Iterator[str]:
         yield value if isinstance(value, str) else json.dumps(value)
 
 
+@functools.lru_cache(maxsize=2048)  # pure; an env's episodes read the same results again and again
+def _content_atoms(content: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]]:
+    """The atom values and the runs of `_RUN` words of one untrusted text, in each of its decoded views."""
+    values: set[str] = set()
+    runs: set[tuple[str, ...]] = set()
+    for view in decoded_views(content):
+        values.update(a.value for a in text_atoms(view))
+        words = view.split()
+        runs.update(tuple(words[i:i + _RUN]) for i in range(len(words) - _RUN + 1))
+    return frozenset(values), frozenset(runs)
+
+
 def parse_result(content: str) -> Any:
     try:
         return json.loads(content)
@@ -306,10 +318,9 @@ class Provenance:
         """The atoms (values) and the word runs of `_RUN` words of every untrusted text seen so far."""
         if self._atoms_seen != len(self._untrusted):
             for content in self._untrusted[self._atoms_seen:]:
-                for view in decoded_views(content):
-                    self._atom_values.update(a.value for a in text_atoms(view))
-                    words = view.split()
-                    self._runs.update(tuple(words[i:i + _RUN]) for i in range(len(words) - _RUN + 1))
+                values, runs = _content_atoms(content)
+                self._atom_values.update(values)
+                self._runs.update(runs)
             self._atoms_seen = len(self._untrusted)
         return self._atom_values, self._runs
 
