@@ -39,9 +39,11 @@ class UserSimulator(Protocol):
     def respond(self, agent_text: str, goal_reached: Callable[[], bool]) -> UserTurn: ...
 
 
-def _aliases(key: str) -> list[str]:
+def _aliases(key: str, spoken: str = "") -> list[str]:
+    """How an agent may name the fact `key`: its words, run together, without a trailing "id"/"number", and
+    `spoken`, the name the task gives it (`meta["fact_names"]`: "duration in minutes" for `duration_min`)."""
     words = key.lower().replace("-", "_").split("_")
-    aliases = {" ".join(words), "".join(words)}
+    aliases = {" ".join(words), "".join(words), spoken.lower()}
     if len(words) > 1 and words[-1] in ("id", "number"):
         aliases.add(" ".join(words[:-1]))
     return sorted(a for a in aliases if a)
@@ -75,10 +77,12 @@ class ScriptedUser:
         # Asked for the go-ahead, the user answers it even if the request names facts it knows ("cancel order X?").
         if is_action_request(text):
             return self._confirm(agent_text)
-        asked = asked_facts(text, self.task.user_known)
+        names = self.task.meta.get("fact_names") or {}
+        asked = asked_facts(text, self.task.user_known, names)
         if asked:
             self.given.update(asked)
-            return UserTurn(" ".join(f"My {key.replace('_', ' ')} is {self.task.user_known[key]}." for key in asked))
+            return UserTurn(" ".join(f"My {names.get(key) or key.replace('_', ' ')} is {self.task.user_known[key]}."
+                                     for key in asked))
         if is_confirmation_request(text):
             return self._confirm(agent_text)
         if not self.stated:  # "How can I help?": the request, once, and no fact the agent has not asked for
@@ -98,12 +102,13 @@ class ScriptedUser:
         return UserTurn("No, please don't do that; it is not the change I asked for.")
 
 
-def asked_facts(text: str, known: dict[str, str]) -> list[str]:
+def asked_facts(text: str, known: dict[str, str], names: dict[str, str] | None = None) -> list[str]:
     """The facts of `known` that the agent's (lower-cased) `text` asks for, in `known`'s order: every fact whose
-    name it says (`_aliases`: "zip code", "order id" or "order"); failing that, the facts a question names by the
+    name it says (`_aliases`: "zip code", "order id" or "order", or its spoken name in `names`); failing that, the facts a question names by the
     last word of their name ("How many months?" asks for `renew_months`) or, with "which", by the words before it
     ("Which print job do you mean?" asks for `print_job_date`)."""
-    named = [key for key in known if any(alias in text for alias in _aliases(key))]
+    names = names or {}
+    named = [key for key in known if any(alias in text for alias in _aliases(key, names.get(key, "")))]
     if named:
         return named
     questions = [q for q in re.split(r"(?<=[?.!])\s+", text) if q.rstrip().endswith("?")]

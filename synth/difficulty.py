@@ -23,7 +23,7 @@ from synth.model import DomainModel
 from synth.program import Program, ProgramError
 from synth.seeds import canonical_json, content_id, item_rng
 from synth.segments import Builder, Unfit, seg_change
-from synth.stages.tasks import solve
+from synth.stages.tasks import fact_names, solve
 from synth.stages.verify import rejected_by, verify_tasks
 from synth.store import read_jsonl, write_jsonl
 
@@ -81,6 +81,7 @@ def append_constraint(data: EnvironmentData, task: TaskSpec, seed: int) -> TaskS
             "solution": calls, "user_known": b.known, "rubric": [*task.rubric, text],
             "max_steps": (task.max_steps or 0) + 12,
             "meta": {**task.meta, "constraints": constraints, "parent": task.id, "request": request,
+                     "fact_names": fact_names(b.known),
                      "program": extended.model_dump(mode="json", exclude_defaults=True)}})
     return None
 

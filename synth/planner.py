@@ -15,7 +15,7 @@ from envgym.play.scripted import confirmation_request
 from envgym.protocol import format_tool_call
 from envgym.rewards.rules import is_affirmative
 from envgym.users import STOP
-from synth.lexicon import words
+from synth.lexicon import lexical
 from synth.program import Ask, CallRequest, Program, ProgramError, Reply, run
 from synth.stages.tasks import question
 
@@ -27,8 +27,8 @@ RETRYABLE = ("temporarily unavailable", "rate limit exceeded")
 
 
 def _fact(text: str, key: str) -> str | None:
-    """The value the scripted user gave for `key` ("My zip code is 12345.")."""
-    marker = f"My {words(key)} is "
+    """The value the scripted user gave for `key` ("My zip code is 12345.", "My duration in minutes is 45.")."""
+    marker = f"My {lexical(key)} is "
     start = text.find(marker)
     if start < 0:
         return None

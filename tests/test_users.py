@@ -62,3 +62,11 @@ def test_a_refused_change_does_not_repeat_the_prompt() -> None:
     reply = user.respond("Shall I cancel print job PJ0002? Please confirm.", _never).text
     assert reply.startswith("No,") and INSTRUCTION[:40] not in reply
     assert user.respond("Shall I renew print job PJ0001 for 4 months? Please confirm.", _never).text.startswith("Yes")
+
+
+def test_a_fact_is_asked_for_and_given_by_its_spoken_name() -> None:
+    """v2 spoke field names raw ("duration min"): the task names such a fact as a person says it."""
+    task = _task().model_copy(update={"user_known": {"visit_duration_min": "155"},
+                                      "meta": {"fact_names": {"visit_duration_min": "visit duration in minutes"}}})
+    reply = ScriptedUser(task).respond("Could you tell me your visit duration in minutes?", _never).text
+    assert reply == "My visit duration in minutes is 155."

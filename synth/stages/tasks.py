@@ -19,7 +19,7 @@ from envgym.world.spec import Answer, TaskSpec, ToolCall, ToolSpec
 from envgym.world.state import WorldState
 from envgym.world.tools import ToolExecutor
 from synth.flows import seg_mechanism
-from synth.lexicon import words
+from synth.lexicon import lexical, words
 from synth.model import DomainModel
 from synth.phrasing import mask, phrase
 from synth.program import (
@@ -90,13 +90,21 @@ def _literals(program: Program) -> list[Any]:
 
 
 def question(key: str) -> str:
-    return ASK.format(words(key))
+    """How the planner asks for a fact: by its name as a person says it (`lexical`: "duration in minutes")."""
+    return ASK.format(lexical(key))
+
+
+def fact_names(known: dict[str, str]) -> dict[str, str]:
+    """The facts whose spoken name differs from their key's words (the task's `meta["fact_names"]`, which the
+    scripted user answers to and answers with)."""
+    return {k: lexical(k) for k in sorted(known) if lexical(k) != words(k)}
 
 
 def _clear_questions(known: dict[str, str]) -> bool:
     """Each question names exactly one fact (the scripted user answers every fact whose name it hears)."""
+    names = fact_names(known)
     for key in known:
-        heard = [k for k in known if any(al in question(key).lower() for al in _aliases(k))]
+        heard = [k for k in known if any(al in question(key).lower() for al in _aliases(k, names.get(k, "")))]
         if heard != [key]:
             return False
     return True
@@ -192,7 +200,7 @@ def sample_task(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, 
         max_steps=4 * len(calls) + 2 * len(b.known) + 8, tags=[*kinds, "write" if writes else "read"],
         meta={"kind": "+".join(kinds), "shape": program_shape, "program": program.model_dump(mode="json", exclude_defaults=True),
               "tools": tool_ops, "constraints": [], "paraphrased": False,
-              "request": request[0].upper() + request[1:] + ".",
+              "request": request[0].upper() + request[1:] + ".", "fact_names": fact_names(b.known),
               "literals": _literals(program)})
 
 

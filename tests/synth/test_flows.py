@@ -15,7 +15,9 @@ from envgym.play.episode import run_episode
 from envgym.registry import env_dirs
 from synth.lexicon import lexical
 from synth.notool import NoToolPolicy
+from synth.planner import _fact
 from synth.segments import first_person
+from synth.stages.tasks import fact_names, question
 from synth.stats import collect_stats, dependent_calls
 
 
@@ -111,3 +113,12 @@ def test_every_graded_answer_is_asked_for_and_read_after_the_last_change(small_s
             for value in steps[-1].get("values", []):
                 at = saved.get(value.get("key"), len(steps))
                 assert not writes or at >= max(writes) or at in writes or at == len(steps), (task.id, value)
+
+
+def test_the_planner_asks_for_a_fact_by_its_spoken_name_and_reads_the_answer() -> None:
+    """v2 spoke field names raw ("duration min"); the question, the user's answer and the planner's reading of it
+    use the name a person says."""
+    assert question("visit_duration_min") == "Could you tell me your visit duration in minutes?"
+    assert fact_names({"visit_duration_min": "155", "email": "a@b.c"}) == {
+        "visit_duration_min": "visit duration in minutes"}
+    assert _fact("My visit duration in minutes is 155.", "visit_duration_min") == "155"
