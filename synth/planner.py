@@ -19,7 +19,8 @@ from synth.lexicon import lexical
 from synth.program import Ask, CallRequest, Program, ProgramError, Reply, run
 from synth.stages.tasks import question
 
-# The opening question of `FairPlanner(open_first=True)`: the scripted user answers it with their request and facts.
+# The opening question of `FairPlanner(open_first=True)`: the scripted user answers it with their request, in their
+# own words and without the facts they hold (those come when asked).
 OPEN_QUESTION = "How can I help you today?"
 
 # How the tools word a failure that a retry of the same call may get past (transient, rate limit).
@@ -43,7 +44,8 @@ class FairPlanner:
     """Plays a task's program using only the conversation (see the module docstring).
 
     With `open_first` it first asks the user what they need (`OPEN_QUESTION`), so the request itself is in the
-    conversation before any answer is given, and then asks only for facts the user has not already stated."""
+    conversation before any answer is given, and then asks only for facts the user has not already stated (the
+    scripted user states none unasked)."""
 
     def __init__(self, program: Program, retries: int = 3, open_first: bool = False):
         self.gen = run(program)
