@@ -7,6 +7,8 @@ A recipe names where the tasks come from, how the policy is warm-started, how lo
 - `transfer` (optional): more domains, synthesized from another seed, that are never trained on; `per_domain` of
   their tasks join the held-out evaluation;
 - `warm_start` (optional): SFT on the fair planner's conversations of the training tasks;
+- `evaluate` (optional): tasks of other environments (bundled ones, BFCL's categories), never trained on, played at
+  the same points as the held-out tasks;
 - `minutes`: GRPO's time budget; `grpo`: the `GRPOConfig` fields (the env id, output folder and held-out count are
   filled in from the recipe).
 
@@ -56,6 +58,19 @@ class Transfer(_Part):
     per_domain: int = Field(32, description="held-out tasks taken from each never-trained domain")
 
 
+class EvalSet(_Part):
+    """Tasks of another environment, evaluated beside the held-out tasks and never trained on: a bundled env
+    (`envgym/retail-v0`), or BFCL (`envgym/bfcl-v0` with `kwargs: {category: simple_python}`)."""
+
+    env: str = Field(description="gym id")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="gym.make keyword arguments")
+    tasks: int = Field(20, description="the env's first N task ids (in its own order)")
+    label: str | None = Field(None, description="the row's name (default: the id and kwargs)")
+
+    def key(self) -> str:
+        return self.label or self.env + "".join(f" {k}={v}" for k, v in sorted(self.kwargs.items()))
+
+
 class WarmStart(_Part):
     steps: int = 8
     batch: int = 8
@@ -68,6 +83,7 @@ class Recipe(_Part):
     env: SynthEnv = SynthEnv()
     transfer: Transfer | None = None
     warm_start: WarmStart | None = WarmStart()
+    evaluate: list[EvalSet] = Field(default_factory=list, description="other envs' tasks, evaluated at (b) and (c)")
     minutes: float = Field(60.0, description="GRPO time budget (evaluations and the warm start excluded)")
     evaluate_base: bool = False
     eval_seed: int = Field(0, description="episode seeds of every held-out evaluation")
@@ -184,6 +200,27 @@ def _synth_suites(seed: int, domains: int, tasks: int, kinds: tuple[str, ...], h
     return found
 
 
+def eval_set_tasks(spec: EvalSet) -> tuple[list[Any], list[str]]:
+    """`spec`'s envs (one per lockstep slot: 8) and its first `tasks` task ids."""
+    import gymnasium as gym
+
+    import envgym  # noqa: F401  (registers envgym/* ids)
+
+    envs = [gym.make(spec.env, **spec.kwargs) for _ in range(8)]
+    env = envs[0].unwrapped
+    if hasattr(env, "data") and hasattr(env.data, "tasks"):  # a folder env
+        ids = [t.id for t in env.data.tasks]
+    elif hasattr(env, "categories"):  # BFCL: its entries of the env's categories
+        from envgym.integrations.bfcl import data
+
+        ids = [t for c in env.categories for t in data.task_ids(c)]
+    else:
+        raise ValueError(f"evaluate: cannot list the tasks of {spec.env}")
+    if len(ids) < spec.tasks:
+        raise ValueError(f"evaluate: {spec.key()} has {len(ids)} tasks, {spec.tasks} asked for")
+    return envs, ids[: spec.tasks]
+
+
 def evaluate_tasks(trainer: Any, envs: Sequence[Any], task_ids: Sequence[str], seed: int) -> list[bool]:
     """Greedy success (reward >= 1) of each task, in batches of len(envs) episodes decoded in lockstep."""
     from envgym.train.rollout import run_group
@@ -234,6 +271,9 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
     trainer = (trainer_factory or (lambda c: GRPOTrainer(c, policy=load_policy(c.model, init_seed),
                                                           console=console)))(config)
     transfer_envs = {eid: [make_env(eid) for _ in trainer.envs] for eid, _, _ in transfer}
+    others = {spec.key(): eval_set_tasks(spec) for spec in recipe.evaluate}
+    if len(others) != len(recipe.evaluate):
+        raise ValueError(f"recipe {recipe.name}: two evaluate entries share the name; give each a label")
     report: dict[str, Any] = {"recipe": recipe.model_dump(), "env_id": env_id, "suite": suite,
                               "transfer": [{"env_id": eid, "source": s["source"], "tasks": held}
                                            for eid, s, held in transfer], "evaluations": {}, "per_task": {}}
@@ -246,6 +286,8 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
         if transfer:
             results["never_trained_domains"] = [s for eid, _, _ in transfer for s in results[eid]]
             results["all"] = results["train_domain"] + results["never_trained_domains"]
+        for key, (envs, ids) in others.items():
+            results[key] = evaluate_tasks(trainer, envs, ids, recipe.eval_seed)
         report["evaluations"][label] = {k: summarize(v) for k, v in results.items()}
         report["evaluations"][label]["seconds"] = round(time.perf_counter() - clock, 1)
         for key, values in results.items():

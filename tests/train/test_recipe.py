@@ -59,12 +59,19 @@ def test_a_recipe_reads_overrides_and_names_its_mistakes(tmp_path: Path) -> None
     assert not is_recipe(flat)
 
 
-def test_the_example_recipe_is_valid_and_its_grpo_fields_are_grpo_config_fields() -> None:
+@pytest.mark.parametrize("name", ["multiturn_grpo.yaml", "transfer_bfcl.yaml"])
+def test_the_example_recipes_are_valid_and_name_real_fields_and_tasks(name: str) -> None:
     from envgym.train.config import GRPOConfig
+    from envgym.train.recipe import eval_set_tasks
 
-    recipe = Recipe.from_yaml(Path(__file__).resolve().parents[2] / "examples" / "multiturn_grpo.yaml")
+    recipe = Recipe.from_yaml(Path(__file__).resolve().parents[2] / "examples" / name)
     GRPOConfig.from_dict(recipe.grpo)
     assert recipe.env.heldout + recipe.transfer.domains * recipe.transfer.per_domain >= 120  # type: ignore[union-attr]
+    for spec in recipe.evaluate:
+        envs, ids = eval_set_tasks(spec)
+        assert len(ids) == spec.tasks and len(set(ids)) == len(ids)
+        for env in envs:
+            env.close()
 
 
 @pytest.mark.slow
@@ -74,6 +81,9 @@ def test_envgym_train_runs_a_recipe_and_seeds_change_only_the_grpo_stream(
     recipe = {"name": "tiny", "env": {"seed": 1, "tasks": 150, "heldout": 4},
               "transfer": {"seed": 101, "domains": 1, "tasks": 150, "per_domain": 3},
               "warm_start": {"steps": 1, "batch": 2}, "minutes": 0, "bootstrap": 100,
+              "evaluate": [{"env": "envgym/retail-v0", "tasks": 2},
+                           {"env": "envgym/bfcl-v0", "kwargs": {"category": "simple_python"}, "tasks": 2,
+                            "label": "bfcl simple_python"}],
               "grpo": {"model": "tiny-random", "group_size": 2, "tasks_per_step": 1, "max_steps": 1,
                        "max_turns": 2, "max_new_tokens": 8, "temperature": 1.0}}
     path = tmp_path / "tiny.yaml"
@@ -84,10 +94,12 @@ def test_envgym_train_runs_a_recipe_and_seeds_change_only_the_grpo_stream(
         assert main(["train", str(path), "--json", "--set", f"grpo.seed={seed}",
                      "--set", f"grpo.output_dir={out}"]) == 0
         summary = json.loads(capsys.readouterr().out)
-        assert set(summary["paired"]) == {"train_domain", "never_trained_domains", "all",
+        assert set(summary["paired"]) == {"train_domain", "never_trained_domains", "all", "envgym/retail-v0",
+                                          "bfcl simple_python",
                                           *[t["env_id"] for t in json.loads((out / "report.json").read_text())
                                             ["transfer"]]}
         assert summary["paired"]["all"]["tasks"] == 4 + 3
+        assert summary["paired"]["bfcl simple_python"]["tasks"] == 2
         report = json.loads((out / "report.json").read_text())
         assert report["suite"]["source"] not in {t["source"] for t in report["transfer"]}
         assert (out / "results.md").read_text().count("\n|") >= 5 and (out / "reward_curve.png").exists()
