@@ -54,6 +54,7 @@ class Builder:
     said: list[str] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
     my_actions: list[str] = field(default_factory=list)  # the actions in the user's voice, without held facts
+    topics: list[str] = field(default_factory=list)  # what the request is about, as the opening may name it
     n: int = 0
 
     def say(self, pair: tuple[str, str]) -> None:
@@ -141,6 +142,7 @@ def identify_record(b: Builder, e: EntityModel, ok: Any = None) -> tuple[Record,
     target = b.rng.choice(rows)
     everything = b.mine(e)
     listed = list_mine(b, e)
+    b.topics.append(f"one of my {words(e.plural)}" if len(everything) > 1 else f"my {e.label}")
     if len(everything) == 1:
         saved = b.var()
         b.steps.append(PickStep(source=Expr(src="var", key=listed), field=e.key, how="eq",
@@ -214,6 +216,7 @@ def seg_aggregate(b: Builder) -> None:
         b.answers.append(answer_of(b, Expr(src="var", key=listed, reduce=how, field=f.name if f else ""), f,
                                    what, kind))
     b.say(phrase_pair(b.rng, "aggregate", mine={"what": first_person(what)}, what=what))
+    b.topics.append(f"my {words(e.plural)}")
 
 
 def _no() -> Any:
@@ -303,6 +306,7 @@ def seg_compare_act(b: Builder) -> None:
     saved = b.var()
     b.steps.append(PickStep(source=Expr(src="var", key=listed), field=f.name, how=how, save=saved))
     word = "lowest" if how == "min" else "highest"
+    b.topics.append(f"my {words(e.plural)}")
     b.say(phrase_pair(b.rng, "compare", plural=words(e.plural), label=e.label, word=word, field=lexical(f.name)))
     _write_on(b, e, target, Expr(src="var", key=saved))
     b.answers.append(answer_of(b, Expr(src="var", key=saved, path=[e.key]), None, f"which {e.label} it was"))
@@ -400,6 +404,7 @@ def seg_create(b: Builder) -> None:
             details.append(f"{words(pname)} {value}")
         made = b.call(spec, avail, write=True)
         b.ops[spec.name] = "create"
+        b.topics.append(f"{a(e.label)} for one of your {plural(cat.label)}")
         b.say(phrase_pair(b.rng, "create", a_label=a(e.label), label=e.label, other=cat.label,
                           others=plural(cat.label), name=item["name"],
                           details=f" with {', '.join(details)}" if details else ""))

@@ -40,6 +40,10 @@ from synth.segments import SEGMENTS, AnswerPlan, Builder, Unfit, authenticate, f
 
 MECHANISM_SHARE = 0.85
 GREETINGS = ["Hi", "Hello", "Hey there", "Good morning", "Hi, hoping you can help", "Hello, quick one"]
+# How the user opens, naming what the request is about (one of the task's topics, or the account) and no fact.
+OPENINGS = ["{greeting}, I need some help with {topic}.", "{greeting}, I have a question about {topic}.",
+            "{greeting}, I'm getting in touch about {topic}.", "{greeting}, can I ask about {topic}?",
+            "{greeting}, I'd like to sort something out with {topic}.", "{greeting}, it's about {topic}."]
 ASK = "Could you tell me your {}?"
 
 
@@ -179,8 +183,9 @@ def sample_task(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, 
     if any(_normal(v) in held for v in values):
         # An agent that asks the user and repeats a fact back would pass ("the one with units 18"; answer 18).
         raise Unfit("an answer is a fact the user holds")
-    topic = " and ".join(b.said) or f"my {words(acct.name)} account"
-    opening = f"{rng.choice(GREETINGS)}, I need some help with {topic}."
+    # Values the program takes from the user's words (`b.said`) must be in the opening; otherwise it names a topic.
+    topic = " and ".join(b.said) or rng.choice([*b.topics[:1], f"my {words(acct.name)} account"])
+    opening = rng.choice(OPENINGS).format(greeting=rng.choice(GREETINGS), topic=topic)
     body_text = "; ".join(b.clauses)
     request = "; ".join(b.request)
     instruction = " ".join([phrase(rng, "intro", name=b.me["full_name"]), body_text[0].upper() + body_text[1:] + ".",

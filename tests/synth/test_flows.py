@@ -17,7 +17,7 @@ from synth.lexicon import lexical
 from synth.notool import NoToolPolicy
 from synth.planner import _fact
 from synth.segments import first_person
-from synth.stages.tasks import fact_names, question
+from synth.stages.tasks import GREETINGS, fact_names, question
 from synth.stats import collect_stats, dependent_calls
 
 
@@ -122,3 +122,14 @@ def test_the_planner_asks_for_a_fact_by_its_spoken_name_and_reads_the_answer() -
     assert fact_names({"visit_duration_min": "155", "email": "a@b.c"}) == {
         "visit_duration_min": "visit duration in minutes"}
     assert _fact("My visit duration in minutes is 155.", "visit_duration_min") == "155"
+
+
+def test_openings_name_what_the_request_is_about_in_varied_words(small_suite: Path) -> None:
+    """v2: 79% of openings were "Hi, I need some help with my X account." (97% of v3's first draft)."""
+    openings = [t.opening for folder in env_dirs(small_suite) for t in load_environment(str(folder)).tasks]
+    greeting = "|".join(re.escape(g) for g in sorted(GREETINGS, key=len, reverse=True))
+    skeletons = [re.sub(r"\bmy ([a-z ]+?) account\b", "my X account", re.sub(rf"^({greeting}), ", "G, ", o))
+                 for o in openings]
+    assert skeletons.count("G, I need some help with my X account.") <= len(openings) / 3
+    assert len(set(skeletons)) >= 8
+    assert any("one of my" in o for o in openings)
