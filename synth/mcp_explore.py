@@ -39,6 +39,8 @@ from synth.program import AnswerStep, CallStep, Expr, Program, text_fields
 
 WRITE_VERBS = ("create", "add", "insert", "write", "update", "edit", "delete", "remove", "append", "set", "toggle",
                "complete", "move", "rename", "put", "save")
+PATH_WORDS = {"path", "directory", "dir", "file", "repo", "source", "destination"}
+FOLDER_WORDS = {"directory", "dir", "folder", "repo", "repository", "tree"}
 ADD_VERBS = {"create", "add", "insert", "append", "write", "new", "put", "save"}
 SEED_CALLS = 10
 RETRIES = 5
@@ -62,12 +64,15 @@ class Step:
 
 @dataclass
 class ToolRecord:
-    """What exploring found out about one tool: calls that worked, calls that failed (last error), writes."""
+    """What exploring found out about one tool: calls that worked, calls that failed (last error), writes, and the
+    tool its errors said to call first ("No changes staged for commit. Use git_add to stage changes first")."""
 
     ok: int = 0
     failed: int = 0
     wrote: int = 0
     last_error: str = ""
+    needs: str | None = None
+    wants: set[str] = field(default_factory=set)  # optional arguments an error asked for ("pass base_branch")
 
 
 @dataclass
@@ -130,6 +135,27 @@ def _strings(value: Any) -> Iterator[tuple[list[str | int], str]]:
             yield from ((([i, *p]), t) for p, t in _strings(v))
     elif isinstance(value, str):
         yield [], value
+
+
+def _tree(root: Path, exclude: list[str]) -> tuple[list[str], list[str]]:
+    """(folders with "." first, files) under `root` as relative paths, leaving out hidden ones (a server's own, like
+    .git) and the digest's exclusions; at most 50 of each."""
+    dirs: list[str] = ["."]
+    files: list[str] = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts) or any(
+                fnmatch.fnmatchcase(rel.as_posix(), g) for g in exclude):
+            continue
+        (dirs if path.is_dir() else files).append(rel.as_posix())
+    return dirs[:50], files[:50]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")[:10_000]
+    except OSError:
+        return ""
 
 
 def _last_key(path: list[str | int]) -> str:
@@ -198,18 +224,19 @@ class Explorer:
         self.accepted: list[Any] = []  # arguments of calls that worked: names and paths the state now holds
         self.worked: dict[str, list[Any]] = {}  # argument name -> values a call accepted for it
         self.in_walk: dict[str, list[Any]] = {}  # the same, for the calls of the walk under way
+        self.stable: set[str] = set()  # string values results held on the initial state
         self.refused: set[tuple[str, str]] = set()  # (argument, value) an error message named: not drawn again
         self.objects: list[dict[str, Any]] = []  # records results held, newest last
         self.mentioned: list[str] = []  # names text results mentioned (quoted, or alone on a line)
-        self.paths: list[str] = ["."]  # relative paths in the state folder
-        self.files: list[str] = []
-        self.dirs: list[str] = ["."]
+        self.folder: Path | None = None  # the state folder of the server being called, for path arguments
+        self.call_paths: list[str] = []  # existing paths drawn for the call under way
         self.used: dict[str, int] = {}  # tool -> kept tasks that call it
         self.speaks_sql = any(re.search(r"\bsql\b", s.description, re.I) for s in self.tools.values())
 
     # --- values ---------------------------------------------------------------------------------------------
-    def learn(self, value: Any, accepted: bool = False) -> None:
-        """Remember the values a result (or, `accepted`, the arguments of a call that worked) held, by key."""
+    def learn(self, value: Any, accepted: bool = False, pristine: bool = False) -> None:
+        """Remember the values a result (or, `accepted`, the arguments of a call that worked) held, by key;
+        `pristine`: the result was read on the initial state."""
         if accepted:
             self.accepted.append(value)
         else:
@@ -219,13 +246,17 @@ class Explorer:
             for text in (leaf for _, leaf in _strings(value)):
                 for quoted, alone in MENTIONED.findall(text):
                     name = quoted or alone
-                    if name and name not in self.mentioned and len(self.mentioned) < 100:
+                    if re.search(r"[^\W_]", name) and name not in self.mentioned and len(self.mentioned) < 100:
                         self.mentioned.append(name)
+                        if pristine:
+                            self.stable.add(name)
         for path, leaf in leaves(value):
             key = _last_key(path)
             bucket = self.seen.setdefault(key, [])
             if leaf not in bucket and len(bucket) < 50:
                 bucket.append(leaf)
+            if pristine and isinstance(leaf, str):
+                self.stable.add(leaf)
             if self.speaks_sql and key in ("name", "table_name") and isinstance(leaf, str) and leaf not in self.tables:
                 self.tables.append(leaf)
 
@@ -233,15 +264,41 @@ class Explorer:
         seen = [v for key, values in self.seen.items() if _matches(arg, key) for v in values if isinstance(v, str)]
         if _tokens(arg) & REFERENCES and (not seen or self.rng.random() < 0.5):
             seen = self.mentioned  # a branch a listing named, where no result named one under a key
-        return [v for v in seen if (arg, v) not in self.refused]
+        seen = [v for v in seen if (arg, v) not in self.refused]
+        # Values read on the initial state exist on every fresh server; others (a commit made while surveying)
+        # may not.
+        stable = [v for v in seen if v in self.stable]
+        return stable if stable and self.rng.random() < 0.8 else seen
 
-    def _paths_for(self, name: str, tool: ToolSpec) -> list[str]:
-        """Paths of the state folder for a path argument: folders where the tool or argument names a folder or a
-        repository, files where they name a file, else both."""
-        words_ = _tokens(name) | _tokens(tool.name)
-        if words_ & {"directory", "dir", "folder", "repo", "repository", "tree"}:
-            return self.dirs
-        return self.files or self.paths if "file" in words_ else self.paths
+    def _path(self, name: str, tool: ToolSpec) -> str:
+        """A relative path for a path argument, from the state folder of the server being called (its working
+        directory): a folder where the tool or argument names a folder, a repository, a search or a listing, a file
+        where they name a file, else either; a new name, most times, where the tool creates or the argument is a
+        destination."""
+        rng = self.rng
+        dirs, files = _tree(self.folder, self.episodes.exclude) if self.folder else (["."], [])
+        words_, verbs = _tokens(name) | _tokens(tool.name), _tokens(tool.name)
+        pool = dirs if words_ & FOLDER_WORDS or verbs & {"search", "list"} else (
+            files or dirs if "file" in words_ else dirs + files)
+        moved = bool(_tokens(name) & {"destination", "dest"})  # a move or copy onto an existing path fails
+        made = bool(verbs & {"create", "write", "new", "save", "mkdir"}) and not _tokens(name) & {"repo", "repository"}
+        if moved or (made and rng.random() < 0.6):
+            base, leaf = rng.choice(dirs), rng.choice(WORDS) + ("" if pool is dirs else ".txt")
+            return leaf if base == "." else f"{base}/{leaf}"
+        worked = [v for memory in (self.in_walk, self.worked) for v in memory.get(name, []) if v in pool]
+        pick = rng.choice(worked) if worked and rng.random() < 0.9 else rng.choice(pool)  # a repository's root
+        self.call_paths.append(pick)
+        return pick
+
+    def _line(self) -> str | None:
+        """A line of a file the call names (else of any file) in the state folder: text an edit can replace."""
+        if self.folder is None:
+            return None
+        files = [f for f in self.call_paths if (self.folder / f).is_file()] or _tree(self.folder,
+                                                                                    self.episodes.exclude)[1]
+        lines = [line.strip() for f in files[:1] or [] for line in _read(self.folder / f).splitlines()]
+        lines = [line for line in lines if line]
+        return self.rng.choice(lines) if lines else None
 
     def _record_for(self, schema: dict[str, Any]) -> dict[str, Any] | None:
         """The fields of one seen record that fill every required property of an object schema, or None."""
@@ -279,6 +336,7 @@ class Explorer:
     def value(self, name: str, schema: dict[str, Any], tool: ToolSpec, depth: int = 0) -> Any:
         """A value for one argument, drawn from its schema, the values seen and (for SQL) the tables known."""
         rng = self.rng
+        described = str(schema.get("description", ""))  # on the outer schema of an optional (anyOf) argument
         schema = _inner(schema)
         if "enum" in schema:
             return rng.choice(schema["enum"])
@@ -295,13 +353,15 @@ class Explorer:
             return [self.value(name, schema.get("items", {}), tool, depth + 1) for _ in range(count)]
         if kind == "object":
             props = schema.get("properties", {})
-            record = self._record_for(schema) if rng.random() < 0.6 else None
+            # A record already held is what a change or a deletion takes; an addition wants new values.
+            adds = bool(_tokens(tool.name) & ADD_VERBS)
+            record = self._record_for(schema) if not adds and rng.random() < 0.6 else None
             if record is not None:
                 return record
             required = schema.get("required", list(props))
             return {k: self.value(k, v, tool, depth + 1) for k, v in props.items() if k in required}
         doc = f"{schema.get('description', '')} {tool.description}"
-        own = str(schema.get("description", ""))
+        own = str(schema.get("description", "")) or described
         if "HH:MM" in own:
             return f"{rng.randint(0, 23):02d}:{rng.choice([0, 15, 30, 45]):02d}"
         if "IANA" in own or "timezone" in _tokens(name):
@@ -313,15 +373,18 @@ class Explorer:
             return rng.choice(quoted)
         if re.search(r"\bsql\b|\bselect\b|create table", doc, re.I) and name in ("query", "sql", "statement"):
             return self._sql(str(schema.get("description", "")) or tool.description)
+        if _tokens(name) & PATH_WORDS:
+            return self._path(name, tool)
+        if "old" in _tokens(name) and (line := self._line()) is not None:
+            return line
         for memory in (self.in_walk, self.worked):  # what a call accepted: first this walk's, then any
             known = [v for v in memory.get(name, []) if isinstance(v, str) and (name, v) not in self.refused]
             if depth == 0 and known and rng.random() < 0.5:
                 return rng.choice(known)
-        seen = self._seen_for(name)
-        if _tokens(name) & {"path", "directory", "dir", "file", "repo", "source", "destination"}:
-            # Relative paths resolve in the server's state folder, its working directory.
-            seen = [*seen, *self._paths_for(name, tool)]
-        if seen and rng.random() < 0.7:
+        # An argument its description calls a commit sha or revision is a reference, whatever its name.
+        refers = not _tokens(name) & REFERENCES and bool(_tokens(own) & {"sha", "commit", "revision"})
+        seen = self._seen_for("commit" if refers else name)
+        if seen and rng.random() < (0.9 if _tokens(name) & REFERENCES else 0.7):
             return rng.choice(seen)
         return rng.choice(NOTES) if _tokens(name) & {"text", "content", "contents", "description", "observation",
                                                      "observations", "insight", "message"} else rng.choice(WORDS)
@@ -329,6 +392,8 @@ class Explorer:
     def arguments(self, tool: ToolSpec) -> dict[str, Any]:
         props: dict[str, Any] = tool.parameters.get("properties", {})
         required = set(tool.parameters.get("required", []))
+        required |= self.records[tool.name].wants
+        self.call_paths = []
         return {k: self.value(k, v, tool) for k, v in props.items() if k in required or self.rng.random() < 0.25}
 
     # --- calls ----------------------------------------------------------------------------------------------
@@ -342,7 +407,7 @@ class Explorer:
             if isinstance(step.result, dict) and "error" in step.result:  # an error reported as a result
                 raise ToolError(str(step.result["error"]))
             record.ok += 1
-            self.learn(step.result)
+            self.learn(step.result, pristine=before == self.episodes.initial_digest)
             self.learn(arguments, accepted=True)  # a name or path a call accepted is one the server knows now
             for arg, value in arguments.items():
                 for memory in (self.worked, self.in_walk):
@@ -355,9 +420,22 @@ class Explorer:
             # "Todo with ID '4' not found": a value the error names is one this state does not hold.
             self.refused |= {(arg, value) for arg, value in arguments.items()
                              if isinstance(value, str) and value and f"'{value}'" in step.error}
+            record.needs = self._named_first(step.error, name) or record.needs
+            record.wants |= {arg for arg in self.tools[name].parameters.get("properties", {})
+                             if re.search(rf"\b{re.escape(arg)}\b", step.error) and arg not in arguments}
         step.wrote = self.episodes.state_digest(state) != before
         record.wrote += step.wrote
         return step
+
+    def _named_first(self, error: str, tool: str) -> str | None:
+        """The tool of this server (not `tool`) an error message names first, by its own or its server's name."""
+        found = []
+        for other, spec in self.tools.items():
+            for said in {other, str((spec.source or {}).get("tool", other))}:
+                hit = re.search(rf"\b{re.escape(said)}\b", error)
+                if hit and other != tool:
+                    found.append((hit.start(), other))
+        return min(found)[1] if found else None
 
     def seed_state(self, into: Path, calls: int = SEED_CALLS) -> list[Step]:
         """Try every tool once, then call the tools that wrote `calls` more times; copy the state folder to `into`
@@ -365,6 +443,7 @@ class Explorer:
         state = WorldState({})
         steps: list[Step] = []
         try:
+            self.folder = self.episodes.folder(state)
             for name, tool in self.tools.items():
                 steps.append(self.call(state, name, self.arguments(tool)))
             for _ in range(RETRIES):  # a delete of a made-up name changes nothing: retry with the values seen since
@@ -381,20 +460,13 @@ class Explorer:
             self.episodes.stop(state)
         return steps
 
-    def survey(self, template: Path) -> None:
+    def survey(self) -> None:
         """Forget the values seen while seeding (ids a server hands out may not survive its restart) except accepted
-        arguments and the paths in the seeded state `template`; then, on a fresh server over that state, call every
-        tool once and retry the ones that never worked or did not write yet should, learning from the results."""
+        arguments; then, on a fresh server over the initial state, call every tool once and retry the ones that never
+        worked or did not write yet should, learning from the results."""
         accepted, self.seen, self.worked, self.refused = self.accepted, {}, {}, set()
         for value in accepted:
             self.learn(value)
-        found = sorted(p for p in template.rglob("*") if not any(
-            part.startswith(".") for part in p.relative_to(template).parts))  # hidden: a server's own (.git)
-        kept = [p for p in found if not any(fnmatch.fnmatchcase(p.relative_to(template).as_posix(), g)
-                                            for g in self.episodes.exclude)][:50]
-        self.files = [p.relative_to(template).as_posix() for p in kept if p.is_file()]
-        self.dirs = [".", *[p.relative_to(template).as_posix() for p in kept if p.is_dir()]]
-        self.paths = [*self.dirs, *self.files]
         self.objects, self.mentioned = [], []
         # Whether a tool writes is decided here, on the seeded state: a first listing may create a file (a
         # todo server's done.txt) and read only ever after.
@@ -403,12 +475,15 @@ class Explorer:
             record.wrote = 0
         state = WorldState({})
         try:
+            self.folder = self.episodes.folder(state)
             for name, tool in self.tools.items():
                 self.call(state, name, self.arguments(tool))
-            for _ in range(RETRIES):
+            for round_ in range(2 * RETRIES):  # a tool that never worked gets twice the tries of a silent writer
                 for name, record in self.records.items():
-                    if record.ok == 0 or (record.wrote == 0 and (wrote_seeding[name] or
-                                                                 writes_by_name(self.tools[name]))):
+                    if record.ok == 0 or (round_ < RETRIES and record.wrote == 0 and (
+                            wrote_seeding[name] or writes_by_name(self.tools[name]))):
+                        if record.needs:  # the precondition its error named first
+                            self.call(state, record.needs, self.arguments(self.tools[record.needs]))
                         self.call(state, name, self.arguments(self.tools[name]))
         finally:
             self.episodes.stop(state)
@@ -424,8 +499,8 @@ class Explorer:
             fed = [n for n in usable if any(_matches(a, k) for a in self.tools[n].parameters.get("properties", {})
                                             for k in keys)]
             if fed:
-                return self._least_used(fed) if self.rng.random() < 0.5 else self.rng.choice(fed)
-        return self._least_used(usable) if self.rng.random() < 0.6 else self.rng.choice(usable)
+                return self._least_used(fed) if self.rng.random() < 0.7 else self.rng.choice(fed)
+        return self._least_used(usable) if self.rng.random() < 0.8 else self.rng.choice(usable)
 
     def _flow(self, tool: ToolSpec, arguments: dict[str, Any], previous: list[Step]) -> dict[str, tuple[int, list[
             str | int]]]:
@@ -450,8 +525,13 @@ class Explorer:
         steps: list[Step] = []
         self.in_walk = {}
         try:
-            for _ in range(length):
-                name = self._next_tool(steps, usable)
+            self.folder = self.episodes.folder(state)
+            then: str | None = None  # a tool whose precondition this step meets
+            for left in range(length, 0, -1):
+                name, then = then or self._next_tool(steps, usable), None
+                needs = self.records[name].needs
+                if needs in usable and left > 1 and not (steps and steps[-1].tool == needs):
+                    name, then = needs, name
                 tool = self.tools[name]
                 arguments = self.arguments(tool)
                 flows = self._flow(tool, arguments, steps)

@@ -8,7 +8,9 @@ one of its environment variables stands for that copy's path (`mcp-server-sqlite
 e.g. timestamped backups) goes into the world state (`envgym.world.live.record_live_state`), so grading sees what
 the server changed. Where a folder's bytes cannot say it (a git index holds each copy's inode and change times, so
 it is excluded), `probes` read the state back through the server's own read tools (`git_status`): their results
-join the digest. The server stops and its copy is removed when the state is stopped or collected.
+join the digest. Results name the copy as the server's working directory does, `.` (paths under it relative), so
+every fresh server gives the same results and every path in them works on the agent's own server. The server stops
+and its copy is removed when the state is stopped or collected.
 """
 
 from __future__ import annotations
@@ -51,6 +53,20 @@ def directory_digest(root: Path, exclude: Sequence[str] = ()) -> str:
 
 
 Held = tuple[LiveMCPTools, Path, dict[str, ToolSpec]]  # a running server, its state folder, its tools by name
+
+
+def relative_to_state(value: Any, folder: Path) -> Any:
+    """`value` with the state folder's absolute path written as the server's working directory sees it: `.` alone,
+    nothing before a path under it (`/tmp/envgym-mcp-x/docs/a.md` -> `docs/a.md`)."""
+    if isinstance(value, str):
+        for root in dict.fromkeys((str(folder), str(folder.resolve()))):
+            value = value.replace(root + "/", "").replace(root, ".")
+        return value
+    if isinstance(value, list):
+        return [relative_to_state(v, folder) for v in value]
+    if isinstance(value, dict):
+        return {k: relative_to_state(v, folder) for k, v in value.items()}
+    return value
 
 
 def _stop(live: LiveMCPTools, folder: str) -> None:
@@ -123,7 +139,7 @@ class EpisodeMCPTools:
         read: list[Any] = [self.digest(folder)]
         for probe in self.probes:
             try:
-                read.append(live.call(own[probe.name], dict(probe.arguments)))
+                read.append(relative_to_state(live.call(own[probe.name], dict(probe.arguments)), folder))
             except ToolError as exc:
                 read.append({"error": str(exc)})
         return hashlib.sha256(json.dumps(read, sort_keys=True, default=str).encode()).hexdigest()
@@ -216,9 +232,9 @@ class EpisodeMCPTools:
 
     def call(self, state: WorldState, spec: ToolSpec, arguments: dict[str, Any]) -> Any:
         """Run one tool on this state's server; then record the server state's digest in the world state."""
-        live, _, own = self._episode(state)
+        live, folder, own = self._episode(state)
         try:
-            return live.call(own[spec.name], arguments)
+            return relative_to_state(live.call(own[spec.name], arguments), folder)
         finally:
             assert spec.source is not None
             record_live_state(state, str(spec.source.get("server_name", spec.name)), self.state_digest(state),

@@ -142,7 +142,7 @@ def explore_server(server: LiveServer, folder: Path, seed: int, tasks_per_env: i
     episodes = EpisodeMCPTools(specs, folder / LIVE_STATE, server.env, timeout_s, server.exclude,
                                state_in_cwd=in_cwd, pool=pool, probes=server.probes)
     explorer.episodes = episodes
-    explorer.survey(folder / LIVE_STATE)
+    explorer.survey()
     usable, writes, left_out = _classify(explorer, specs)
     report["tools_not_used"] = left_out
     if not usable:

@@ -82,7 +82,7 @@ def test_exploring_git_reaches_its_tools_and_tells_its_writes(git_episodes: tupl
     specs, repo = git_episodes
     episodes = EpisodeMCPTools(specs, repo, GIT_ENV, exclude=GIT_VOLATILE, probes=[ToolCall.model_validate(GIT_PROBE)])
     explorer = Explorer(episodes, seed=1)
-    explorer.survey(repo)
+    explorer.survey()
     usable, writes, left_out = _classify(explorer, specs)
     assert len(usable) >= 10, left_out
     assert {"git_add", "git_commit", "git_create_branch", "git_checkout"} <= writes, left_out
@@ -99,6 +99,6 @@ def test_memory_deletions_take_one_records_own_fields(tmp_path: Path) -> None:
     explorer = Explorer(episodes, seed=1)
     explorer.seed_state(tmp_path / "seeded")
     explorer.episodes = EpisodeMCPTools(specs, tmp_path / "seeded", env)
-    explorer.survey(tmp_path / "seeded")
+    explorer.survey()
     _, writes, left_out = _classify(explorer, specs)
     assert {"delete_observations", "delete_relations"} <= writes, left_out
