@@ -100,7 +100,9 @@ def seg_mechanism(b: Builder) -> None:
                 continue
             else:
                 values[name] = _draw(b, arg, bound)
-                args[real] = b.ask(f"{verb.split('_')[0]}_{name}", values[name])
+                # Named as a person asks for it: "points to redeem", "amount to add" (the verb keeps two values
+                # of one argument apart, as in add then use an amount).
+                args[real] = b.ask(f"{name}_to_{verb.split('_')[0]}", values[name])
                 said.append(f"{lexical(name)} {values[name]}")
         try:
             result = td.run(bound, scratch, values)
