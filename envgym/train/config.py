@@ -172,6 +172,9 @@ class GRPOConfig:
     # --- output
     output_dir: str = _knob("runs/grpo", "Metrics, checkpoints and the reward curve go here.")
     save_every: int = _knob(25, "Save a checkpoint every N steps (and at the end); 0 saves only at the end.")
+    save_rollouts_every: int = _knob(
+        1, "Append the step's episodes (conversation, env reward and components, training reward; no tokens) to "
+        "rollouts.jsonl every N steps, for `envgym view`; 0: never.")
     resume_from: str | None = _knob(None, "'latest' or a checkpoint directory to continue from.")
     eval_every: int = _knob(0, "Evaluate on the held-out tasks every N steps; 0 disables it.")
 

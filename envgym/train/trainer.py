@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -13,6 +14,7 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from envgym.play.episode import Trajectory
 from envgym.play.labelled import labelled_groups
 from envgym.rewards.combine import RewardSource, build_reward_source
 from envgym.train import distributed
@@ -119,6 +121,7 @@ class GRPOTrainer:
         self.limits = RolloutLimits(config.max_new_tokens, config.max_sequence_tokens, config.max_turns)
         self.output_dir = Path(config.output_dir)
         self.metrics_path = self.output_dir / "metrics.jsonl"
+        self.rollouts_path = self.output_dir / "rollouts.jsonl"  # the saved samples `envgym view` reads
         self.step = 0
         self.version = 0
         self.dropped_stale = 0  # this rank's; the metrics row sums every rank's
@@ -295,10 +298,11 @@ class GRPOTrainer:
             self.reference.load_state_dict(reference)
         if self.curriculum is not None:
             self.curriculum.load_state_dict(load_extra(path, "curriculum"))
-        if distributed.is_main() and self.metrics_path.exists():  # rows written after this checkpoint belong to the abandoned run
-            rows = [json.loads(line) for line in self.metrics_path.read_text().splitlines() if line.strip()]
-            kept = [row for row in rows if row.get("step", 0) < self.step]
-            self.metrics_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        for log in (self.metrics_path, self.rollouts_path):
+            if distributed.is_main() and log.exists():  # rows written after this checkpoint belong to the abandoned run
+                rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+                kept = [row for row in rows if row.get("step", 0) < self.step]
+                log.write_text("".join(json.dumps(r) + "\n" for r in kept))
         return path
 
     # ------------------------------------------------------------------ the loop
@@ -352,6 +356,8 @@ class GRPOTrainer:
                     if distributed.is_main():  # rank 0 writes metrics and checkpoints
                         with self.metrics_path.open("a", encoding="utf-8") as handle:
                             handle.write(json.dumps(row) + "\n")
+                        if cfg.save_rollouts_every and row["step"] % cfg.save_rollouts_every == 0:
+                            self._save_rollouts(row["step"], groups)
                     rows.append(row)
                     out_of_time = deadline is not None and time.perf_counter() >= deadline
                     out_of_time = distributed.all_reduce_sum([out_of_time])[0] > 0  # ranks stop together
@@ -373,6 +379,18 @@ class GRPOTrainer:
         if distributed.is_main():
             plot_reward_curve(self.metrics_path, self.output_dir / "reward_curve.png")
         return rows
+
+    def _save_rollouts(self, step: int, groups: list[Group]) -> None:
+        """Append this rank's episodes of `step` to rollouts.jsonl: each a `Trajectory` (no token samples) with the
+        step, the policy version that sampled it and its training reward."""
+        trajectory_fields = [f.name for f in dataclasses.fields(Trajectory)]
+        with self.rollouts_path.open("a", encoding="utf-8") as handle:
+            for group in groups:
+                for i, episode in enumerate(group.episodes):
+                    line = {name: getattr(episode, name) for name in trajectory_fields}
+                    reward = group.rewards[i] if i < len(group.rewards) else None
+                    line.update(step=step, policy_version=group.policy_version, training_reward=reward)
+                    handle.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
 
     def rollout(self, buffer: GroupBuffer | None = None) -> list[Group]:
         """This rank's groups of the current step, scored: made now with the current policy, or taken from the

@@ -97,6 +97,16 @@ def test_trains_writes_metrics_and_resumes(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines] == [0, 1, 2]
     assert lines[2]["policy_version"] == 2
+    # The saved samples: every episode of every step (4 a step), none twice after the resume, readable by the viewer.
+    from envgym.view.records import read_records
+
+    saved = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in saved] == [0] * 4 + [1] * 4 + [2] * 4
+    assert saved[8]["policy_version"] == 2 and saved[8]["task_id"] == resumed.last_groups[0].task_id
+    assert all(r["env_name"] == "calculator" and r["messages"][0]["role"] == "system" for r in saved)
+    assert all(0.0 <= r["training_reward"] <= 1.0 for r in saved)  # RandomReward's draws
+    records = read_records(run / "rollouts.jsonl")
+    assert len(records) == 12 and records[0].env == "calculator"
 
 
 def test_pcl_sampler_trains_and_resumes_its_value_head(tmp_path: Path) -> None:
