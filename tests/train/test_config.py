@@ -62,6 +62,7 @@ PINNED_DEFAULTS = {
     "tool_call_weight": 0.1,
     "output_dir": "runs/grpo",
     "save_every": 25,
+    "save_rollouts_every": 1,
     "resume_from": None,
     "eval_every": 0,
 }
