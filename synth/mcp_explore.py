@@ -231,6 +231,7 @@ class Explorer:
         self.folder: Path | None = None  # the state folder of the server being called, for path arguments
         self.call_paths: list[str] = []  # existing paths drawn for the call under way
         self.used: dict[str, int] = {}  # tool -> kept tasks that call it
+        self.unstable: dict[str, int] = {}  # tool -> walks with it that a fresh server did not replay alike
         self.speaks_sql = any(re.search(r"\bsql\b", s.description, re.I) for s in self.tools.values())
 
     # --- values ---------------------------------------------------------------------------------------------
@@ -384,7 +385,8 @@ class Explorer:
         # An argument its description calls a commit sha or revision is a reference, whatever its name.
         refers = not _tokens(name) & REFERENCES and bool(_tokens(own) & {"sha", "commit", "revision"})
         seen = self._seen_for("commit" if refers else name)
-        if seen and rng.random() < (0.9 if _tokens(name) & REFERENCES else 0.7):
+        # An id or a reference names something that exists: a made-up word is almost never one.
+        if seen and rng.random() < (0.95 if _tokens(name) & (REFERENCES | {"id", "uuid", "key"}) else 0.7):
             return rng.choice(seen)
         return rng.choice(NOTES) if _tokens(name) & {"text", "content", "contents", "description", "observation",
                                                      "observations", "insight", "message"} else rng.choice(WORDS)
@@ -417,9 +419,10 @@ class Explorer:
             step.error = str(exc)
             record.failed += 1
             record.last_error = step.error[:200]
-            # "Todo with ID '4' not found": a value the error names is one this state does not hold.
-            self.refused |= {(arg, value) for arg, value in arguments.items()
-                             if isinstance(value, str) and value and f"'{value}'" in step.error}
+            # "Todo with ID '4' not found": a value the error names is one this state does not hold, nor will a
+            # fresh server's, unless the initial state held it (a walk deleted it first).
+            self.refused |= {(arg, value) for arg, value in arguments.items() if isinstance(value, str) and value
+                             and f"'{value}'" in step.error and value not in self.stable}
             record.needs = self._named_first(step.error, name) or record.needs
             record.wants |= {arg for arg in self.tools[name].parameters.get("properties", {})
                              if re.search(rf"\b{re.escape(arg)}\b", step.error) and arg not in arguments}
@@ -489,9 +492,13 @@ class Explorer:
             self.episodes.stop(state)
 
     def _least_used(self, names: list[str]) -> str:
-        """Goal-directed: among `names`, one that kept tasks have used least (coverage of the server's tools)."""
-        fewest = min(self.used.get(n, 0) for n in names)
-        return self.rng.choice([n for n in names if self.used.get(n, 0) == fewest])
+        """Goal-directed: among `names`, one that kept tasks have used least (coverage of the server's tools), a tool
+        in walks that did not replay alike counting as used (a fresh id in every result never will)."""
+        def score(name: str) -> int:
+            return self.used.get(name, 0) + self.unstable.get(name, 0)
+
+        fewest = min(score(n) for n in names)
+        return self.rng.choice([n for n in names if score(n) == fewest])
 
     def _next_tool(self, previous: list[Step], usable: list[str]) -> str:
         if previous and previous[-1].result is not None and self.rng.random() < 0.8:

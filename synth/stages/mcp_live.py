@@ -152,7 +152,7 @@ def explore_server(server: LiveServer, folder: Path, seed: int, tasks_per_env: i
         return None, [], report, None
     rng = random.Random(item_seed(seed, "mcp-live-walks", name, 0))
     tasks: dict[str, TaskSpec] = {}
-    unstable: dict[str, int] = {}
+    unstable = explorer.unstable
     for _ in range(tasks_per_env * 4):
         if len(tasks) >= tasks_per_env:
             break
