@@ -13,6 +13,7 @@ from typing import Any
 
 from envgym.world.mechanisms import CATALOGUE, Bound, tool_defs
 from envgym.world.mechanisms.base import Arg, Refusal
+from synth.intents import fact_key, flow_request
 from synth.lexicon import lexical, words
 from synth.mechanize import roles
 from synth.program import Expr
@@ -73,15 +74,13 @@ def seg_mechanism(b: Builder) -> None:
     target, rec = identify_record(b, r.record)
     have: dict[str, tuple[Expr, Any]] = {}  # argument name -> where its value comes from, and the value
     scratch = b.state.copy()  # the flow is run here as it is built, so the answer is a field it really returns
-    acts: list[str] = []
-    my_acts: list[str] = []  # the same steps as the user says them: the values they hold come when asked
+    held: list[tuple[str, Any]] = []  # (fact key, value) the user gives when asked, in call order
     last, result = "", None
     for verb in flow:
         td = defs[verb]
         spec = present[bound.arg_name(verb)]
         args: dict[str, Expr] = {}
         values: dict[str, Any] = {}
-        said: list[str] = []
         for name, arg in td.args.items():
             real = bound.arg_name(name)
             if real in have:
@@ -100,10 +99,10 @@ def seg_mechanism(b: Builder) -> None:
                 continue
             else:
                 values[name] = _draw(b, arg, bound)
-                # Named as a person asks for it: "points to redeem", "amount to add" (the verb keeps two values
-                # of one argument apart, as in add then use an amount).
-                args[real] = b.ask(f"{name}_to_{verb.split('_')[0]}", values[name])
-                said.append(f"{lexical(name)} {values[name]}")
+                # Named as a person asks for it: "points to redeem", "new memo" (synth.intents.fact_key).
+                key = fact_key(verb, name)
+                args[real] = b.ask(key, values[name])
+                held.append((key, values[name]))
         try:
             result = td.run(bound, scratch, values)
         except Refusal as exc:
@@ -115,9 +114,6 @@ def seg_mechanism(b: Builder) -> None:
             for out, value in result.items():  # ids this call returns feed the next calls
                 if out.endswith("_id") and isinstance(value, str):
                     have.setdefault(out, (Expr(src="var", key=save, path=[out]), value))
-        detail = f" ({', '.join(said)})" if said else ""
-        acts.append(f"{words(spec.name)}{detail}")
-        my_acts.append(words(spec.name))
     if not isinstance(result, dict):
         raise Unfit("the flow's last call returns no fields")
     answerable = sorted(k for k, v in result.items() if k in ANSWERABLE and isinstance(v, int | float | str)
@@ -131,10 +127,11 @@ def seg_mechanism(b: Builder) -> None:
         kind, choices = "text", []
     b.answers.append(AnswerPlan(Expr(src="var", key=last, path=[field]), ANSWER_TYPES.get(kind, "text"), choices,
                                 lexical(field)))
-    b.say((f"you want to {' and then '.join(acts)} for your {words(r.record.name)}, and to be told "
-           f"the {lexical(field)} the last step reports",
-           f"I want to {' and then '.join(my_acts)} for my {words(r.record.name)}, and to be told the "
-           f"{lexical(field)} the last step reports"))
+    # What the person wants in plain words (synth.intents), not the tools' names; the wording is drawn from the
+    # flow's own seed, so the task's generator draws exactly what it drew before.
+    names = {role: words(bound.one(role)) for role in bound.m.roles}
+    names.setdefault("record", words(r.record.name))
+    b.say(flow_request(bound.m.name, flow, names, held, field, f"{b.domain.seed}/{b.domain.name}/{last}/{field}"))
 
 
 _MADE: dict[tuple[str, int], Any] = {}

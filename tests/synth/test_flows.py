@@ -13,6 +13,7 @@ from envgym.env import ToolWorldEnv
 from envgym.loader import load_environment
 from envgym.play.episode import run_episode
 from envgym.registry import env_dirs
+from synth.intents import answer_phrase
 from synth.lexicon import lexical
 from synth.notool import NoToolPolicy
 from synth.planner import _fact
@@ -30,9 +31,9 @@ def test_mechanism_tasks_chain_calls_on_earlier_results_and_ask_for_their_answer
             seen += 1
             assert dependent_calls(task.meta["program"]) >= 2
             assert any(op.startswith("mechanism:") for op in task.meta["tools"].values())
-            # The answer is a field the last call returns, named in the user's words.
+            # The answer is a field the last call returns, asked for in plain words that hold its spoken name.
             last = task.meta["program"]["steps"][-1]["values"][0]["path"][-1]
-            assert f"be told the {lexical(last)}" in task.instruction
+            assert f"be told {answer_phrase(last)}" in task.instruction and lexical(last) in answer_phrase(last)
     assert seen >= 5
 
 
