@@ -226,6 +226,7 @@ class Explorer:
         self.in_walk: dict[str, list[Any]] = {}  # the same, for the calls of the walk under way
         self.stable: set[str] = set()  # string values results held on the initial state
         self.refused: set[tuple[str, str]] = set()  # (argument, value) an error message named: not drawn again
+        self.refused_here: set[tuple[str, str]] = set()  # the same, on the server under way only
         self.objects: list[dict[str, Any]] = []  # records results held, newest last
         self.mentioned: list[str] = []  # names text results mentioned (quoted, or alone on a line)
         self.folder: Path | None = None  # the state folder of the server being called, for path arguments
@@ -265,7 +266,7 @@ class Explorer:
         seen = [v for key, values in self.seen.items() if _matches(arg, key) for v in values if isinstance(v, str)]
         if _tokens(arg) & REFERENCES and (not seen or self.rng.random() < 0.5):
             seen = self.mentioned  # a branch a listing named, where no result named one under a key
-        seen = [v for v in seen if (arg, v) not in self.refused]
+        seen = [v for v in seen if (arg, v) not in self.refused and (arg, v) not in self.refused_here]
         # Values read on the initial state exist on every fresh server; others (a commit made while surveying)
         # may not.
         stable = [v for v in seen if v in self.stable]
@@ -379,7 +380,8 @@ class Explorer:
         if "old" in _tokens(name) and (line := self._line()) is not None:
             return line
         for memory in (self.in_walk, self.worked):  # what a call accepted: first this walk's, then any
-            known = [v for v in memory.get(name, []) if isinstance(v, str) and (name, v) not in self.refused]
+            known = [v for v in memory.get(name, []) if isinstance(v, str) and (name, v) not in self.refused
+                     and (name, v) not in self.refused_here]
             if depth == 0 and known and rng.random() < 0.5:
                 return rng.choice(known)
         # An argument its description calls a commit sha or revision is a reference, whatever its name.
@@ -420,9 +422,11 @@ class Explorer:
             record.failed += 1
             record.last_error = step.error[:200]
             # "Todo with ID '4' not found": a value the error names is one this state does not hold, nor will a
-            # fresh server's, unless the initial state held it (a walk deleted it first).
-            self.refused |= {(arg, value) for arg, value in arguments.items() if isinstance(value, str) and value
-                             and f"'{value}'" in step.error and value not in self.stable}
+            # fresh server's, unless the initial state held it (a walk deleted it first): then only this server's.
+            named = {(arg, value) for arg, value in arguments.items() if isinstance(value, str) and value
+                     and f"'{value}'" in step.error}
+            self.refused |= {(arg, value) for arg, value in named if value not in self.stable}
+            self.refused_here |= named
             record.needs = self._named_first(step.error, name) or record.needs
             record.wants |= {arg for arg in self.tools[name].parameters.get("properties", {})
                              if re.search(rf"\b{re.escape(arg)}\b", step.error) and arg not in arguments}
@@ -446,7 +450,7 @@ class Explorer:
         state = WorldState({})
         steps: list[Step] = []
         try:
-            self.folder = self.episodes.folder(state)
+            self.folder, self.refused_here = self.episodes.folder(state), set()
             for name, tool in self.tools.items():
                 steps.append(self.call(state, name, self.arguments(tool)))
             for _ in range(RETRIES):  # a delete of a made-up name changes nothing: retry with the values seen since
@@ -478,7 +482,7 @@ class Explorer:
             record.wrote = 0
         state = WorldState({})
         try:
-            self.folder = self.episodes.folder(state)
+            self.folder, self.refused_here = self.episodes.folder(state), set()
             for name, tool in self.tools.items():
                 self.call(state, name, self.arguments(tool))
             for round_ in range(2 * RETRIES):  # a tool that never worked gets twice the tries of a silent writer
@@ -532,7 +536,7 @@ class Explorer:
         steps: list[Step] = []
         self.in_walk = {}
         try:
-            self.folder = self.episodes.folder(state)
+            self.folder, self.refused_here = self.episodes.folder(state), set()
             then: str | None = None  # a tool whose precondition this step meets
             for left in range(length, 0, -1):
                 name, then = then or self._next_tool(steps, usable), None
