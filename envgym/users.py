@@ -81,8 +81,10 @@ class ScriptedUser:
         asked = asked_facts(text, self.task.user_known, names)
         if asked:
             self.given.update(asked)
-            return UserTurn(" ".join(f"My {names.get(key) or key.replace('_', ' ')} is {self.task.user_known[key]}."
-                                     for key in asked))
+            # A value the user wants ("the new memo") is not theirs the way their email is (`meta["wanted_facts"]`).
+            wanted = set(self.task.meta.get("wanted_facts") or [])
+            return UserTurn(" ".join(f"{'The' if key in wanted else 'My'} {names.get(key) or key.replace('_', ' ')} "
+                                     f"is {self.task.user_known[key]}." for key in asked))
         if is_confirmation_request(text):
             return self._confirm(agent_text)
         if not self.stated:  # "How can I help?": the request, once, and no fact the agent has not asked for

@@ -82,6 +82,7 @@ def append_constraint(data: EnvironmentData, task: TaskSpec, seed: int) -> TaskS
             "max_steps": (task.max_steps or 0) + 12,
             "meta": {**task.meta, "constraints": constraints, "parent": task.id, "request": request,
                      "fact_names": fact_names(b.known),
+                     "wanted_facts": sorted({*task.meta.get("wanted_facts", []), *b.wanted}),
                      "program": extended.model_dump(mode="json", exclude_defaults=True)}})
     return None
 

@@ -101,7 +101,7 @@ def seg_mechanism(b: Builder) -> None:
                 values[name] = _draw(b, arg, bound)
                 # Named as a person asks for it: "points to redeem", "new memo" (synth.intents.fact_key).
                 key = fact_key(verb, name)
-                args[real] = b.ask(key, values[name])
+                args[real] = b.ask(key, values[name], wanted=True)
                 held.append((key, values[name]))
         try:
             result = td.run(bound, scratch, values)

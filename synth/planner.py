@@ -28,15 +28,17 @@ RETRYABLE = ("temporarily unavailable", "rate limit exceeded")
 
 
 def _fact(text: str, key: str) -> str | None:
-    """The value the scripted user gave for `key` ("My zip code is 12345.", "My duration in minutes is 45.")."""
-    marker = f"My {lexical(key)} is "
-    start = text.find(marker)
-    if start < 0:
+    """The value the scripted user gave for `key` ("My zip code is 12345.", "The new memo is front desk.")."""
+    for marker in (f"My {lexical(key)} is ", f"The {lexical(key)} is "):
+        start = text.find(marker)
+        if start >= 0:
+            break
+    else:
         return None
     rest = text[start + len(marker):]
-    end = rest.find(". My ")
-    if end >= 0:  # the sentence's own period ends the value ("My full name is Ray Gibson Jr.. My phone is ...")
-        return rest[:end]
+    ends = [at for at in (rest.find(". My "), rest.find(". The ")) if at >= 0]
+    if ends:  # the sentence's own period ends the value ("My full name is Ray Gibson Jr.. My phone is ...")
+        return rest[:min(ends)]
     return rest[:-1] if rest.endswith(".") else rest
 
 

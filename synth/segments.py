@@ -55,6 +55,7 @@ class Builder:
     actions: list[str] = field(default_factory=list)
     my_actions: list[str] = field(default_factory=list)  # the actions in the user's voice, without held facts
     topics: list[str] = field(default_factory=list)  # what the request is about, as the opening may name it
+    wanted: list[str] = field(default_factory=list)  # facts that are values the user wants, not facts about them
     n: int = 0
 
     def say(self, pair: tuple[str, str]) -> None:
@@ -72,7 +73,11 @@ class Builder:
         self.n += 1
         return f"v{self.n}"
 
-    def ask(self, key: str, value: Any) -> Expr:
+    def ask(self, key: str, value: Any, wanted: bool = False) -> Expr:
+        """The user's fact `key` (asked for once); `wanted` marks a value the user wants set or used (a new date,
+        a quantity to book), which the user gives as "The X is Y." rather than "My X is Y."."""
+        if wanted and key not in self.wanted:
+            self.wanted.append(key)
         if key in self.known and self.known[key] != str(value):
             # One phrase ("the invoice total") would name two records: the instruction could not say which.
             raise Unfit(f"two facts under one phrase: {key} is {self.known[key]} and {value}")
@@ -243,7 +248,7 @@ def _write_on(b: Builder, e: EntityModel, target: Record, rec: Expr, avoid: str 
         fname = next(k for k in spec.parameters["properties"] if k not in (e.key, b.acct.key))
         fm = e.field(fname)
         new = _new_value(b, fm, target.get(fname), spec.parameters["properties"][fname])
-        avail[fname] = b.ask(f"new_{fname}", new)
+        avail[fname] = b.ask(f"new_{fname}", new, wanted=True)
         act, my_act = phrase_pair(b.rng, "update", field=lexical(fname), label=e.label, new=new)
     if op == "transition":
         target_state = spec.effect.set["status"] if spec.effect else ""
@@ -264,7 +269,7 @@ def _reason(b: Builder, spec: ToolSpec, avail: dict[str, Expr]) -> str:
     if "reason" not in spec.parameters["properties"]:
         return ""
     value = b.rng.choice(spec.parameters["properties"]["reason"]["enum"])
-    avail["reason"] = b.ask("reason", value)
+    avail["reason"] = b.ask("reason", value, wanted=True)
     return str(value)
 
 
@@ -393,14 +398,14 @@ def seg_create(b: Builder) -> None:
         b.ops[browse.name] = "search"
         picked = b.var()
         b.steps.append(PickStep(source=Expr(src="var", key=listed), field="name", how="eq",
-                                equals=b.ask(name_key, item["name"]), save=picked))
+                                equals=b.ask(name_key, item["name"], wanted=True), save=picked))
         avail = {b.acct.key: me_expr(b), cat.key: Expr(src="var", key=picked, path=[cat.key])}
         details = []
         for pname, schema in spec.parameters["properties"].items():
             if pname in avail:
                 continue
             value = _new_value(b, e.field(pname), None, schema)
-            avail[pname] = b.ask(pname, value)
+            avail[pname] = b.ask(pname, value, wanted=True)
             details.append(f"{words(pname)} {value}")
         made = b.call(spec, avail, write=True)
         b.ops[spec.name] = "create"

@@ -206,7 +206,7 @@ def sample_task(domain: DomainModel, tools: dict[str, list[tuple[ToolSpec, str, 
         meta={"kind": "+".join(kinds), "shape": program_shape, "program": program.model_dump(mode="json", exclude_defaults=True),
               "tools": tool_ops, "constraints": [], "paraphrased": False,
               "request": request[0].upper() + request[1:] + ".", "fact_names": fact_names(b.known),
-              "literals": _literals(program)})
+              "wanted_facts": sorted(b.wanted), "literals": _literals(program)})
 
 
 def paraphrased(model: ChatModel, task: TaskSpec) -> TaskSpec:

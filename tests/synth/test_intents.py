@@ -84,3 +84,23 @@ def test_no_flow_phrase_reads_out_its_tools_whatever_the_roles_are_called() -> N
             parts = words(verb.format(**roles)).split()
             for copied in {" ".join(parts), f"{parts[0]} {parts[-1]}"}:
                 assert f" {copied} " not in text, (mechanism, copied)
+
+
+def test_the_user_gives_a_value_it_wants_as_the_value_and_the_planner_reads_it(small_suite: Path) -> None:
+    """"The new memo is front desk.", not "My new memo is front desk."; its email stays "My email is ..."."""
+    from envgym.users import ScriptedUser
+    from synth.planner import _fact
+
+    seen = 0
+    for task in _mechanism_tasks(small_suite):
+        names = task.meta.get("fact_names") or {}
+        for key in task.meta["wanted_facts"]:
+            name = names.get(key) or words(key)
+            reply = ScriptedUser(task).respond(f"What is the {name}?", lambda: False).text
+            assert reply.startswith(f"The {name} is "), reply
+            assert _fact(f"My email is a@b.c. {reply}", key) == task.user_known[key]
+            seen += 1
+        own = [k for k in task.user_known if k not in task.meta["wanted_facts"]]
+        reply = ScriptedUser(task).respond(f"What is your {names.get(own[0]) or words(own[0])}?", lambda: False)
+        assert reply.text.startswith("My "), reply.text
+    assert seen >= 3
