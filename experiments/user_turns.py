@@ -3,14 +3,17 @@ can I help you today?", then for each fact it needs) and by the no-tool control 
 
 Counts, over every user turn: turns that recite the task's role-play instruction (its first 30 characters), turns
 that state a fact the agent had not asked for (a `user_known` value in a reply to a turn naming no fact), and the
-rewards. Prints one JSON object. Example (issue 38, docs/results/synth_v3.md):
+rewards; over every task's request (`meta["request"]`), those that read out a tool the task calls (its name in
+words, "get visit version", or its verb and object, "delete run"). Prints one JSON object. Example (issue 38, docs/results/synth_v3.md):
 `python experiments/user_turns.py /tmp/suite`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +42,25 @@ def _turns(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return pairs
 
 
+def reads_out_a_tool(request: str, tools: Iterable[str]) -> bool:
+    """Whether `request` says a tool's name in words or its first and last word ("delete run" for `delete_run`)."""
+    text = " " + re.sub(r"[,.;:?!()]", " ", request.lower()) + " "
+    for tool in tools:
+        parts = tool.lower().split("_")
+        if any(f" {copied} " in text for copied in (" ".join(parts), f"{parts[0]} {parts[-1]}")):
+            return True
+    return False
+
+
 def count(root: Path) -> dict[str, Any]:
     out = {"tasks": 0, "user_turns": 0, "recitals": 0, "unasked_facts": 0, "fair_open_first_reward_1": 0,
-           "no_tool_reward_0": 0}
+           "no_tool_reward_0": 0, "requests_reading_out_a_tool": 0}
     for folder in env_dirs(root):
         data = load_environment(str(folder))
         env = ToolWorldEnv(data=data)
         for task in data.tasks:
             out["tasks"] += 1
+            out["requests_reading_out_a_tool"] += reads_out_a_tool(str(task.meta.get("request", "")), task.meta["tools"])
             fair = FairPlanner(Program.model_validate(task.meta["program"]), open_first=True)
             played = [run_episode(env, fair, seed=0, options={"task_id": task.id}),
                       run_episode(env, NoToolPolicy(), seed=0, options={"task_id": task.id})]
