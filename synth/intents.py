@@ -31,7 +31,7 @@ FLOW_ACTS: dict[tuple[str, tuple[str, ...]], str] = {
     ("hold_then_confirm", ("hold_{item}", "release_{item}_hold")):
         "put some of the {item} of {my} {record} on hold{give} and then release the hold",
     ("line_item_totals", ("add_{item}_to_{record}", "remove_{record}_line")):
-        "add a line for its {item} to {my} {record}{give} and then take that line off again",
+        "add a line for the {item} to {my} {record}{give} and then take that line off again",
     ("discount_and_tax", ("apply_{record}_discount",)):
         "have a discount applied to {my} {record}{give}",
     ("balance_transfer", ("transfer_{party}_balance",)):
@@ -99,7 +99,7 @@ FLOW_ACTS: dict[tuple[str, tuple[str, ...]], str] = {
     ("split_merge_lots", ("list_{party}_lots", "split_{item}_lot", "merge_{item}_lots")):
         "split some units off one of {my} lots{give} and merge them back",
     ("rollup_total", ("change_{record}_charge", "get_{party}_total_charged")):
-        "change the charge on {my} {record}{give} and then check what {i} have been charged in all",
+        "change the charge on {my} {record}{give} and then look at what the account owes overall",
     ("roles_permissions", ("get_{party}_role", "set_{party}_role")):
         "check {my} role and then have it changed{give}",
     ("quota", ("request_{item}", "close_{item}_request")):
@@ -131,7 +131,7 @@ FACT_KEYS: dict[tuple[str, str], str] = {
     ("attach", "file_name"): "file_name", ("change", "handle"): "new_handle", ("rename", "nickname"): "nickname",
     ("tag", "tag"): "new_tag", ("post", "text"): "message_text", ("review", "stars"): "stars",
     ("assign", "seat"): "seat_number", ("bill", "currency"): "currency", ("escalate", "reason"): "escalation_reason",
-    ("set", "role"): "new_role",
+    ("set", "role"): "new_role", ("change", "amount"): "new_charge",
 }
 
 # Result field -> the question it answers; each contains the field's spoken name (`lexical`), which is the label
@@ -150,7 +150,7 @@ ANSWERS: dict[str, str] = {
     "records_archived": "the number of records archived", "version": "the new version number",
     "state": "the state it ends up in", "status": "the status it ends up in",
     "promoted": "who was promoted from the waitlist", "expires_on": "the date it now expires on",
-    "total_charged": "the total charged in all", "marked_read": "how many were marked read",
+    "total_charged": "the total charged to the account", "marked_read": "how many were marked read",
     "units": "the units it comes to", "lines": "how many lines there are now", "percent": "the percent applied",
 }
 
