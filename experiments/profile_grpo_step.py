@@ -94,10 +94,9 @@ def instrument(timer: PhaseTimer) -> None:
     timer.wrap(EpisodeRun, "__init__", "rollout: env reset")
     timer.wrap(TrajectoryTokens, "add_messages", "rollout: tokenize env messages")
     timer.wrap(TrajectoryTokens, "__init__", "rollout: tokenize prompt")
-    timer.wrap(GRPOTrainer, "_reference_logprobs", "update: reference logprobs (no grad)")
     timer.wrap(learner_module.StepBatches, "__init__", "update: build micro-batches")
-    timer.wrap(learner_module.StepBatches, "prefix_forward", "update: policy forward (prefix)")
-    timer.wrap(learner_module.StepBatches, "logprobs", "update: policy forward (micro-batches)")
+    timer.wrap(learner_module.StepBatches, "prefix_forward", "update: forward, reference (no grad) and policy (prefix)")
+    timer.wrap(learner_module.StepBatches, "logprobs", "update: forward, reference (no grad) and policy (micro-batches)")
     timer.wrap(learner_module.PrefixState, "backward", "update: backward (prefix)")
     timer.wrap(torch.Tensor, "backward", "update: backward (micro-batches)")
     timer.wrap(trainer_module, "policy_loss", "update: loss")
@@ -120,17 +119,28 @@ def warm_started(trainer: GRPOTrainer, args: argparse.Namespace, out: Path) -> d
     return weights
 
 
+class TimingReward:
+    """A profiling-only reward: an episode's sampled tokens / 1000. It differs between the episodes of a group,
+    so every step makes an update (a barely warm-started policy earns 0 everywhere, and a zero-variance step
+    skips its update); what a step costs depends on its samples, never on the reward values."""
+
+    name = "timing"
+
+    def score(self, episodes: list[Any]) -> list[float]:
+        return [episode.sampled_tokens / 1000 for episode in episodes]
+
+
 def run_mode(mode: str, env_id: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     config = GRPOConfig(
         env_id=env_id, model=args.model, output_dir=str(out / mode), heldout_tasks=24, group_size=6,
-        tasks_per_step=4, max_new_tokens=64, max_sequence_tokens=2048, max_turns=10, micro_batch_size=2,
+        tasks_per_step=args.tasks_per_step, max_new_tokens=64, max_sequence_tokens=2048, max_turns=args.max_turns, micro_batch_size=2,
         lockstep_groups=True, learner_dtype="bfloat16", learning_rate=2e-5, beta=0.04, temperature=1.0,
         reward="env+tools", tool_call_weight=0.1, max_steps=args.overlap_steps if mode == "overlap" else args.steps, save_every=0, seed=args.seed,
         async_rollouts=mode == "overlap", max_staleness=1,
     )
     for stale in ("metrics.jsonl", "phases.jsonl"):
         (out / mode / stale).unlink(missing_ok=True)
-    trainer = GRPOTrainer(config)
+    trainer = GRPOTrainer(config, reward_source=TimingReward() if args.timing_reward else None)
     trainer.model.load_state_dict(warm_started(trainer, args, out))
     timer = PhaseTimer()
     phases: list[dict[str, float]] = []
@@ -174,7 +184,11 @@ def main() -> int:
                         help="GRPO steps timed in overlap mode (its first step has no update to overlap with)")
     parser.add_argument("--modes", default="sync,overlap", help="comma-separated: sync, overlap")
     parser.add_argument("--warm-start-steps", type=int, default=8)
+    parser.add_argument("--tasks-per-step", type=int, default=4, help="lockstep groups of 6 per step (run 13: 4)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--max-turns", type=int, default=10, help="assistant turns per episode (run 13: 10)")
+    parser.add_argument("--timing-reward", action="store_true",
+                        help="score episodes with TimingReward (every step updates) instead of env+tools")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default="local")
     args = parser.parse_args()
