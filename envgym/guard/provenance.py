@@ -17,6 +17,7 @@ import functools
 import json
 import math
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from envgym.guard.atoms import AtomError, address_list, text_atoms, url_or_none
@@ -54,6 +55,20 @@ def _content_atoms(content: str) -> tuple[frozenset[str], frozenset[tuple[str, .
     return frozenset(values), frozenset(runs)
 
 
+@functools.lru_cache(maxsize=256)  # pure; asked at every judged call of an episode, of the same request
+def _said_atoms(user: str, system: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The atom values, and the hosts among them, of what the user and the system prompt said (normalized)."""
+    atoms = text_atoms(user + "\n" + system)
+    return frozenset(a.value for a in atoms), frozenset(a.value for a in atoms if a.kind == "host")
+
+
+@functools.lru_cache(maxsize=4096)  # pure; content arguments are judged against every untrusted text seen
+def _word_runs(text: str) -> tuple[tuple[str, ...], ...]:
+    """The runs of `_RUN` consecutive words of `text`'s normal form, in order."""
+    words = normalize(text).split()
+    return tuple(tuple(words[i:i + _RUN]) for i in range(len(words) - _RUN + 1))
+
+
 def parse_result(content: str) -> Any:
     try:
         return json.loads(content)
@@ -82,6 +97,19 @@ def _allowed_host(low: str, domains: tuple[str, ...]) -> bool:
         parsed = url_or_none(low)
         return parsed is not None and not parsed.userinfo and not parsed.params and parsed.host in domains
     return len(found) == 1 and found[0].rsplit("@", 1)[1] in domains
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What recording one tool result adds to a provenance (`Provenance.effect`, `Provenance.apply`): untrusted texts,
+    trusted texts, whole trusted values and their hosts, named values and private values, in the order recorded."""
+
+    untrusted: tuple[str, ...]
+    trusted: tuple[str, ...]
+    trusted_values: frozenset[str]
+    trusted_hosts: frozenset[str]
+    named: frozenset[str]
+    private: tuple[tuple[str, str], ...]
 
 
 class Provenance:
@@ -178,6 +206,37 @@ class Provenance:
         if len(squash(low)) >= 4:
             self.private[low] = field
 
+    # A guard records each result into an empty provenance that knows only the user's words (`scratch`), keeps the
+    # `Effect` and applies it to the episode's: what a result adds depends on nothing else, and training shows the
+    # same results to the same requests episode after episode, so the parsing runs once per distinct result.
+
+    @classmethod
+    def scratch(cls, user: str) -> Provenance:
+        """An empty provenance whose user said `user` (normalized), to record one result into (`effect`)."""
+        scratch = cls()
+        if user:
+            scratch._user.append(user)
+        return scratch
+
+    def effect(self) -> Effect:
+        """What the results recorded into this scratch provenance add (its user's words are not part of it)."""
+        return Effect(tuple(self._untrusted), tuple(self._trusted), frozenset(self._trusted_values),
+                      frozenset(self._trusted_hosts), frozenset(self._named), tuple(self.private.items()))
+
+    def apply(self, effect: Effect, arguments: Mapping[str, Any] | None = None, fetch: bool = False) -> None:
+        """Add what `effect` records, as if its results were recorded here (`arguments`, `fetch`: as in
+        `add_result`, for its untrusted texts)."""
+        if effect.untrusted:
+            self._untrusted.extend(effect.untrusted)
+            self.tainted = True
+            if arguments:
+                self._pointed.extend((content, arguments, fetch) for content in effect.untrusted)
+        self._trusted.extend(effect.trusted)
+        self._trusted_values |= effect.trusted_values
+        self._trusted_hosts |= effect.trusted_hosts
+        self._named |= effect.named
+        self.private.update(effect.private)
+
     # Parsing and scanning are lazy: most steps are never judged, and most judged calls need neither.
 
     def _leaves_of_untrusted(self) -> list[str]:
@@ -227,13 +286,7 @@ class Provenance:
         link the user, the system prompt or a trusted record gave."""
         if host in self.allow_domains or host in self._trusted_hosts:
             return True
-        user, system = self.said
-        return host in self._said_hosts(user + "\n" + system)
-
-    @staticmethod
-    @functools.lru_cache(maxsize=256)
-    def _said_hosts(text: str) -> frozenset[str]:
-        return frozenset(a.value for a in text_atoms(text) if a.kind == "host")
+        return host in _said_atoms(*self.said)[1]
 
     def _has(self, source: str, low: str) -> bool:
         if source == ALLOWED:
@@ -329,16 +382,15 @@ class Provenance:
         untrusted data wrote and no trusted origin gave: what may not flow to a recipient the user did not name."""
         values, runs = self._untrusted_atoms()
         user, system = self.said
-        said = {a.value for a in text_atoms(user + "\n" + system)}
+        said = _said_atoms(user, system)[0]
         found = [a.value for a in text_atoms(text)
                  if a.value in values and a.value not in said and a.value not in self._trusted_values
                  and not (a.kind == "host" and self.host_trusted(a.value))]
-        words = normalize(text).split()
-        for i in range(len(words) - _RUN + 1):
-            run = tuple(words[i:i + _RUN])
-            if run in runs and " ".join(run) not in user:
-                found.append(" ".join(run))
-                break
+        if runs:
+            for run in _word_runs(text):
+                if run in runs and " ".join(run) not in user:
+                    found.append(" ".join(run))
+                    break
         return list(dict.fromkeys(found))
 
     def untrusted_tokens(self, text: str) -> list[str]:

@@ -95,7 +95,6 @@ def escape_control(text: str) -> str:
     return text
 
 
-@functools.lru_cache(maxsize=8192)  # episodes of one task show the same prompt and records again and again
 @functools.lru_cache(maxsize=16384)  # pure; the guard normalizes the same request and results at every call
 def normalize(text: str) -> str:
     """The canonical spelling of `text`: Unicode NFKC, percent-decoded, case-folded, "[at]"/"[dot]" spelled out as
