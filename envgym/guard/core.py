@@ -68,7 +68,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from envgym.guard.atoms import AtomError, address_list, url
 from envgym.guard.derive import described, ranked, records_in, stamped_values
 from envgym.guard.intent import asks, object_scope, said_outside_questions
-from envgym.guard.provenance import ALLOWED, USER, Effect, Provenance, leaves, parse_result
+from envgym.guard.provenance import ALLOWED, USER, Effect, Provenance, leaf_list, leaves, parse_result
 from envgym.guard.text import mentions, normalize, spans
 from envgym.world.errors import EnvConfigError
 from envgym.world.spec import ToolLabel, WorldSpec
@@ -209,6 +209,7 @@ class _Policy:
     payees: tuple[str, ...]
     payload: tuple[str, ...]
     named: tuple[str, ...]
+    uncontrolled: frozenset[str]  # the arguments that are not control arguments when `control` is None
 
 
 def _compile(name: str, labels: set[str], rule: ToolRule) -> _Policy:
@@ -230,9 +231,12 @@ def _compile(name: str, labels: set[str], rule: ToolRule) -> _Policy:
     control: tuple[str, ...] | None = tuple(rule.control or ()) + tuple(rule.recipients) + tuple(rule.payees)
     if rule.control is None and not control:
         control = None if side_effect else ()
+    uncontrolled = frozenset([*rule.content, *rule.secret, *rule.fetch, *rule.payload,
+                              *((rule.target.arg,) if rule.target else ())])
     return _Policy(source, control, tuple(rule.content), tuple(rule.secret), tuple(rule.chosen), tuple(rule.fetch),
                    rule.target, intent, dict(rule.limits), rule.enabled, tuple(rule.delegable), rule.records,
-                   rule.fields, tuple(rule.recipients), tuple(rule.payees), tuple(rule.payload), tuple(rule.named))
+                   rule.fields, tuple(rule.recipients), tuple(rule.payees), tuple(rule.payload), tuple(rule.named),
+                   uncontrolled)
 
 
 class Guard:
@@ -435,12 +439,10 @@ class Guard:
 
     def _flow(self, policy: _Policy, args: dict[str, Any], provenance: Provenance) -> list[str]:
         reasons: list[str] = []
-        named = {*policy.content, *policy.secret, *policy.fetch, *policy.payload,
-                 *((policy.target.arg,) if policy.target else ())}
-        control = policy.control if policy.control is not None else tuple(a for a in args if a not in named)
+        control = policy.control if policy.control is not None else [a for a in args if a not in policy.uncontrolled]
         strangers: list[str] = []  # recipients the user did not name
         for arg in control:
-            for value in leaves(args.get(arg)):
+            for value in leaf_list(args.get(arg)):
                 atoms = [value]
                 if arg in policy.recipients:
                     try:
@@ -458,20 +460,20 @@ class Guard:
                             reasons.append(f"argument {arg}={atom!r} is trusted but not one the user named")
                         strangers.append(atom)
         for arg in policy.fetch:
-            for value in leaves(args.get(arg)):
+            for value in leaf_list(args.get(arg)):
                 reasons += self._fetch(arg, value, arg in policy.delegable, provenance)
         for arg in policy.secret:
-            for value in leaves(args.get(arg)):
+            for value in leaf_list(args.get(arg)):
                 if USER not in provenance.sources(value) or provenance.in_untrusted(value):
                     reasons.append(f"argument {arg} is a new credential that the user did not type or that untrusted "
                                    "data holds")
         for arg in policy.chosen:
-            for value in leaves(args.get(arg)):
+            for value in leaf_list(args.get(arg)):
                 if provenance.in_untrusted(value) and not provenance.trusted(value):
                     reasons.append(f"argument {arg}={value!r} is text copied out of untrusted data, not the user's "
                                    "choice")
         for arg in policy.content:
-            for value in leaves(args.get(arg)):
+            for value in leaf_list(args.get(arg)):
                 for token in provenance.untrusted_tokens(value):
                     reasons.append(f"argument {arg} contains {token!r}, which does not come from the user's request "
                                    "or trusted records")
@@ -481,7 +483,7 @@ class Guard:
                                        f"{', '.join(strangers)}, whom the user did not name")
         if strangers:
             for arg in policy.payload:
-                for value in leaves(args.get(arg)):
+                for value in leaf_list(args.get(arg)):
                     reasons.append(f"argument {arg}={value!r} would go to {', '.join(strangers)}, whom the user did "
                                    "not name")
         return list(dict.fromkeys(reasons))

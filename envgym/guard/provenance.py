@@ -43,6 +43,19 @@ def leaves(value: Any) -> Iterator[str]:
         yield value if isinstance(value, str) else json.dumps(value)
 
 
+def leaf_list(value: Any) -> tuple[str, ...] | list[str]:
+    """`leaves(value)` as a sequence; a string or None, the common argument values, without a generator."""
+    if isinstance(value, str):
+        return (value,)
+    return () if value is None else list(leaves(value))
+
+
+@functools.lru_cache(maxsize=2048)  # pure; an env's episodes read the same results again and again
+def _normal_leaves(content: str) -> tuple[str, ...]:
+    """The normal forms of every scalar of a tool result (JSON, or one text)."""
+    return tuple(normalize(v) for v in leaves(parse_result(content)))
+
+
 @functools.lru_cache(maxsize=2048)  # pure; an env's episodes read the same results again and again
 def _content_atoms(content: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]]:
     """The atom values and the runs of `_RUN` words of one untrusted text, in each of its decoded views."""
@@ -69,6 +82,42 @@ def _word_runs(text: str) -> tuple[tuple[str, ...], ...]:
     return tuple(tuple(words[i:i + _RUN]) for i in range(len(words) - _RUN + 1))
 
 
+@dataclass(frozen=True)
+class _Untrusted:
+    """What the questions about untrusted data need of the `count` untrusted texts an episode has seen: their normal
+    views joined (`text`) and squashed, their indicators (address, link or host -> its squashed form), their atom
+    values, their runs of `_RUN` words and the normal forms of their scalars (`leaves`)."""
+
+    count: int
+    text: str
+    squashed: str
+    indicators: Mapping[str, str]
+    values: frozenset[str]
+    runs: frozenset[tuple[str, ...]]
+    leaves: tuple[str, ...]
+
+
+# Keyed by the texts themselves: an env's episodes see the same untrusted results in the same order again and again,
+# and a provenance is fresh each episode, so merging them per episode was a large share of a judged call's time.
+@functools.lru_cache(maxsize=1024)
+def _digest(contents: tuple[str, ...]) -> _Untrusted:
+    text = squashed = ""
+    indicators: dict[str, str] = {}
+    values: set[str] = set()
+    runs: set[tuple[str, ...]] = set()
+    leaves_: list[str] = []
+    for content in contents:
+        views, views_squashed, _, found = _scan(content)
+        text += "\n" + views
+        squashed += "\n" + views_squashed
+        indicators.update(found)
+        content_values, content_runs = _content_atoms(content)
+        values.update(content_values)
+        runs.update(content_runs)
+        leaves_.extend(_normal_leaves(content))
+    return _Untrusted(len(contents), text, squashed, indicators, frozenset(values), frozenset(runs), tuple(leaves_))
+
+
 def parse_result(content: str) -> Any:
     try:
         return json.loads(content)
@@ -89,6 +138,7 @@ def _scan(content: str) -> tuple[str, str, tuple[str, ...], tuple[tuple[str, str
     return "\n".join(views), "\n".join(squash(v) for v in views), tokens, tuple(indicators.items())
 
 
+@functools.lru_cache(maxsize=4096)  # pure; every judged recipient is checked against the allow-list first
 def _allowed_host(low: str, domains: tuple[str, ...]) -> bool:
     """Whether `low` is exactly one address, or one URL without userinfo or query, at an allow-listed domain."""
     try:
@@ -132,16 +182,8 @@ class Provenance:
         self._trusted_hosts: set[str] = set()  # hosts of the addresses and URLs among them
         self._named: set[str] = set()  # platform-written values of records the user named
         self._untrusted: list[str] = []  # untrusted results and error messages, as shown
-        # Derived from `_untrusted` on first need, up to `_parsed` / `_scanned` results.
-        self._parsed = self._scanned = 0
-        self._untrusted_leaves: list[str] = []
-        self._untrusted_text = ""
-        self._untrusted_squashed = ""
-        self._indicators: dict[str, str] = {}  # address, link or host -> its squashed form
+        self._digest: _Untrusted | None = None  # of `_untrusted`, on first need (`_untrusted_digest`)
         self._said: tuple[str, str] | None = None
-        self._atoms_seen = 0
-        self._atom_values: set[str] = set()
-        self._runs: set[tuple[str, ...]] = set()
         self.private: dict[str, str] = {}  # normal form of a private value -> its field
         # Untrusted results of reads that chose their source by strings (a file name, a URL, a channel), whether the
         # read was a fetch from an outside server: `delegated` decides at question time whether the user typed them.
@@ -231,29 +273,21 @@ class Provenance:
             self.tainted = True
             if arguments:
                 self._pointed.extend((content, arguments, fetch) for content in effect.untrusted)
-        self._trusted.extend(effect.trusted)
-        self._trusted_values |= effect.trusted_values
-        self._trusted_hosts |= effect.trusted_hosts
-        self._named |= effect.named
-        self.private.update(effect.private)
+        if effect.trusted:  # most results add to only some of these: skip the empty ones
+            self._trusted.extend(effect.trusted)
+            self._trusted_values |= effect.trusted_values
+            self._trusted_hosts |= effect.trusted_hosts
+        if effect.named:
+            self._named |= effect.named
+        if effect.private:
+            self.private.update(effect.private)
 
     # Parsing and scanning are lazy: most steps are never judged, and most judged calls need neither.
 
-    def _leaves_of_untrusted(self) -> list[str]:
-        for content in self._untrusted[self._parsed:]:
-            self._untrusted_leaves.extend(normalize(v) for v in leaves(parse_result(content)))
-        self._parsed = len(self._untrusted)
-        return self._untrusted_leaves
-
-    def _scan_untrusted(self) -> None:
-        if self._scanned == len(self._untrusted):
-            return
-        for content in self._untrusted[self._scanned:]:
-            text, squashed, _, indicators = _scan(content)
-            self._untrusted_text += "\n" + text
-            self._untrusted_squashed += "\n" + squashed
-            self._indicators.update(indicators)
-        self._scanned = len(self._untrusted)
+    def _untrusted_digest(self) -> _Untrusted:
+        if self._digest is None or self._digest.count != len(self._untrusted):
+            self._digest = _digest(tuple(self._untrusted))
+        return self._digest
 
     @property
     def said(self) -> tuple[str, str]:
@@ -273,7 +307,8 @@ class Provenance:
     def trusted(self, value: Any) -> bool:
         """Whether `value` has any trusted origin (`sources`, stopping at the first one found, cheapest first)."""
         low = normalize(value if isinstance(value, str) else json.dumps(value))
-        return bool(low) and any(self._has(source, low) for source in (ALLOWED, TRUSTED, USER, SYSTEM))
+        return bool(low) and (self._has(ALLOWED, low) or self._has(TRUSTED, low) or self._has(USER, low)
+                              or self._has(SYSTEM, low))
 
     def named(self, value: Any) -> bool:
         """Whether the user named `value`: typed it (not only inside quoted untrusted text), the system prompt says it
@@ -303,7 +338,7 @@ class Provenance:
         where = spans(user, low)
         if not where:
             return False
-        longer = [leaf for leaf in self._leaves_of_untrusted() if len(leaf) > len(low) and low in leaf]
+        longer = [leaf for leaf in self._untrusted_digest().leaves if len(leaf) > len(low) and low in leaf]
         for start, end in where:
             if not any(qs <= start and end <= qe for leaf in longer for qs, qe in spans(user, leaf)):
                 return True
@@ -355,10 +390,9 @@ class Provenance:
 
     def in_untrusted(self, value: str) -> bool:
         """Whether `value` (any spelling) occurs in untrusted text."""
-        self._scan_untrusted()
+        digest = self._untrusted_digest()
         low = normalize(value)
-        return bool(low) and (low in self._untrusted_text or (len(squash(low)) >= 6
-                                                            and squash(low) in self._untrusted_squashed))
+        return bool(low) and (low in digest.text or (len(squash(low)) >= 6 and squash(low) in digest.squashed))
 
     def private_in(self, text: str) -> list[str]:
         """The private fields whose values `text` holds, in any spelling its normal form shows."""
@@ -367,20 +401,11 @@ class Provenance:
         return list(dict.fromkeys(field for value, field in self.private.items()
                                   if value in low or squash(value) in squashed))
 
-    def _untrusted_atoms(self) -> tuple[set[str], set[tuple[str, ...]]]:
-        """The atoms (values) and the word runs of `_RUN` words of every untrusted text seen so far."""
-        if self._atoms_seen != len(self._untrusted):
-            for content in self._untrusted[self._atoms_seen:]:
-                values, runs = _content_atoms(content)
-                self._atom_values.update(values)
-                self._runs.update(runs)
-            self._atoms_seen = len(self._untrusted)
-        return self._atom_values, self._runs
-
     def untrusted_values(self, text: str) -> list[str]:
         """The values in `text` (addresses, links, hosts, IBANs, phone numbers, codes, and runs of eight words) that
         untrusted data wrote and no trusted origin gave: what may not flow to a recipient the user did not name."""
-        values, runs = self._untrusted_atoms()
+        digest = self._untrusted_digest()
+        values, runs = digest.values, digest.runs
         user, system = self.said
         said = _said_atoms(user, system)[0]
         found = [a.value for a in text_atoms(text)
@@ -396,10 +421,10 @@ class Provenance:
     def untrusted_tokens(self, text: str) -> list[str]:
         """Addresses, links and hosts in `text` (any spelling, base64 included) that untrusted data wrote and no
         trusted origin gave: the markers of a value copied out of untrusted data into content."""
-        self._scan_untrusted()
+        indicators = self._untrusted_digest().indicators
         _, squashed, own, _ = _scan(text)
         found = [token for token in own if not self.trusted(token)]
-        for indicator, short in self._indicators.items():
+        for indicator, short in indicators.items():
             # An indicator inside an address or link of the text was judged with it (a contact's host is fine).
             if (len(short) >= 6 and short in squashed and not any(indicator in token for token in own)
                     and not self.trusted(indicator)):
