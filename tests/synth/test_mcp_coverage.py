@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
+from envgym.cli import main
 from envgym.world.spec import ToolCall
 from envgym.world.state import WorldState
 from synth.mcp_explore import Explorer
 from synth.mcp_harvest import harvest
-from synth.mcp_live import EpisodeMCPTools
+from synth.mcp_live import EpisodeMCPTools, relative_to_state
 from synth.mcp_templates import GIT_ENV, GIT_PROBE, GIT_VOLATILE, git_repository
 from synth.program import AnswerStep, CallStep, Expr, Program, Reply, run
 from synth.stages.mcp_live import _classify
@@ -102,3 +103,16 @@ def test_memory_deletions_take_one_records_own_fields(tmp_path: Path) -> None:
     explorer.survey()
     _, writes, left_out = _classify(explorer, specs)
     assert {"delete_observations", "delete_relations"} <= writes, left_out
+
+
+def test_results_name_the_state_folder_as_the_servers_working_directory(tmp_path: Path) -> None:
+    said = {"allowed": f"Allowed directories:\n{tmp_path}", "diff": f"Index: {tmp_path}/docs/plan.md", "n": 3}
+    assert relative_to_state(said, tmp_path) == {"allowed": "Allowed directories:\n.", "diff": "Index: docs/plan.md",
+                                                 "n": 3}
+
+
+def test_a_malformed_state_probe_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["synth", "run", "--live", "--out", str(tmp_path), "--mcp-server", GIT,
+            "--state-probe", 'git_status {"repo_path": ']
+    assert main(argv) == 2
+    assert "--state-probe" in capsys.readouterr().err
