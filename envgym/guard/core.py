@@ -266,6 +266,7 @@ class Guard:
         # Without untrusted sources or limits no call can ever need confirmation: the env skips the guard.
         self.active = bool(self.untrusted) or any(p.limits for p in self.policies.values())
         self._effects: dict[tuple[str, str, str], Effect] = {}  # see `record_result`
+        self._judged = frozenset(n for n, p in self.policies.items() if p.source == "sink" or p.fetch or p.limits)
 
     @classmethod
     def for_world(cls, world: WorldSpec, config: GuardConfig) -> Guard:
@@ -295,8 +296,8 @@ class Guard:
         return Provenance(self.allow_domains, self.allow_recipients)
 
     def is_sink(self, tool: str) -> bool:
-        policy = self.policies.get(tool, self._unknown)
-        return policy.source == "sink" or bool(policy.fetch) or bool(policy.limits)
+        """Whether calls of `tool` are judged: a sink, a read that fetches, or a tool with limits (unknown: a sink)."""
+        return tool in self._judged or tool not in self.policies
 
     def record_result(self, provenance: Provenance, tool: str, content: str,
                       arguments: Mapping[str, Any] | None = None) -> None:

@@ -133,10 +133,12 @@ class EpisodeGuard:
                 run: Callable[[ParsedCall], ToolResult]) -> ToolResult:
         """Run `call` through the guard: a held call runs (through `run(call)`) only if confirmation approves it."""
         session, guard = self.session, self.guard
-        if session is not None and guard is not None and guard.names_records:
-            self._read(session, messages)  # before the result is recorded: the user's words say which records they named
-        if session is not None and guard is not None and guard.is_sink(call.name):
+        sink = session is not None and guard is not None and guard.is_sink(call.name)
+        if session is not None and (sink or (guard is not None and guard.names_records)):
+            # Before the result is recorded, too: the user's words say which records they named.
             self._read(session, messages)
+        if sink:
+            assert session is not None and guard is not None
             verdict = guard.judge(call.name, call.arguments, session.provenance,
                                   lambda entity, key: state.tables.get(entity, {}).get(key),
                                   lambda entity: state.tables.get(entity, {}))
@@ -154,6 +156,8 @@ class EpisodeGuard:
     @staticmethod
     def _read(session: GuardSession, messages: list[dict[str, Any]]) -> None:
         """Feed the system prompt and the user's turns said since the last call to the episode's provenance."""
+        if session.read == len(messages):
+            return
         for message in messages[session.read:]:
             if message["role"] == "user":
                 session.provenance.add_user(str(message.get("content") or ""))

@@ -57,15 +57,20 @@ def _normal_leaves(content: str) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=2048)  # pure; an env's episodes read the same results again and again
-def _content_atoms(content: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]]:
-    """The atom values and the runs of `_RUN` words of one untrusted text, in each of its decoded views."""
+def _content_atoms(content: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The atom values and the runs of `_RUN` words (joined by one space) of one untrusted text, in each of its
+    decoded views."""
     values: set[str] = set()
-    runs: set[tuple[str, ...]] = set()
+    runs: set[str] = set()
     for view in decoded_views(content):
         values.update(a.value for a in text_atoms(view))
-        words = view.split()
-        runs.update(tuple(words[i:i + _RUN]) for i in range(len(words) - _RUN + 1))
+        runs.update(_runs_of(view.split()))
     return frozenset(values), frozenset(runs)
+
+
+def _runs_of(words: list[str]) -> list[str]:
+    # Joined, not tuples: words hold no whitespace, so the join is one-to-one, and a string keeps its hash.
+    return [" ".join(words[i:i + _RUN]) for i in range(len(words) - _RUN + 1)]
 
 
 @functools.lru_cache(maxsize=256)  # pure; asked at every judged call of an episode, of the same request
@@ -76,10 +81,9 @@ def _said_atoms(user: str, system: str) -> tuple[frozenset[str], frozenset[str]]
 
 
 @functools.lru_cache(maxsize=4096)  # pure; content arguments are judged against every untrusted text seen
-def _word_runs(text: str) -> tuple[tuple[str, ...], ...]:
-    """The runs of `_RUN` consecutive words of `text`'s normal form, in order."""
-    words = normalize(text).split()
-    return tuple(tuple(words[i:i + _RUN]) for i in range(len(words) - _RUN + 1))
+def _word_runs(text: str) -> tuple[str, ...]:
+    """The runs of `_RUN` consecutive words of `text`'s normal form (joined by one space), in order."""
+    return tuple(_runs_of(normalize(text).split()))
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,7 @@ class _Untrusted:
     squashed: str
     indicators: Mapping[str, str]
     values: frozenset[str]
-    runs: frozenset[tuple[str, ...]]
+    runs: frozenset[str]
     leaves: tuple[str, ...]
 
 
@@ -104,7 +108,7 @@ def _digest(contents: tuple[str, ...]) -> _Untrusted:
     text = squashed = ""
     indicators: dict[str, str] = {}
     values: set[str] = set()
-    runs: set[tuple[str, ...]] = set()
+    runs: set[str] = set()
     leaves_: list[str] = []
     for content in contents:
         views, views_squashed, _, found = _scan(content)
@@ -272,7 +276,8 @@ class Provenance:
             self._untrusted.extend(effect.untrusted)
             self.tainted = True
             if arguments:
-                self._pointed.extend((content, arguments, fetch) for content in effect.untrusted)
+                for content in effect.untrusted:
+                    self._pointed.append((content, arguments, fetch))
         if effect.trusted:  # most results add to only some of these: skip the empty ones
             self._trusted.extend(effect.trusted)
             self._trusted_values |= effect.trusted_values
@@ -413,8 +418,8 @@ class Provenance:
                  and not (a.kind == "host" and self.host_trusted(a.value))]
         if runs:
             for run in _word_runs(text):
-                if run in runs and " ".join(run) not in user:
-                    found.append(" ".join(run))
+                if run in runs and run not in user:
+                    found.append(run)
                     break
         return list(dict.fromkeys(found))
 

@@ -88,7 +88,7 @@ def escape_control(text: str) -> str:
     """`text` with every delimiter tag and chat-template control token made inert ("<" as "&lt;" and so on)."""
     if "<" in text:
         text = _ANGLE_RE.sub(lambda m: m.group(0).translate(_ESCAPES), text)
-    if "_" in text or "INST]" in text:
+    if "[" in text and ("_" in text or "INST]" in text):  # every square token has "[" and one of these
         for token in _SQUARE_TOKENS:
             if token in text:
                 text = text.replace(token, token.translate(_ESCAPES))
