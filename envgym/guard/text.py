@@ -29,6 +29,8 @@ _ANGLE_RE = re.compile(
 )
 _SQUARE_TOKENS = ("[INST]", "[/INST]", "[TOOL_CALLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[AVAILABLE_TOOLS]",
                   "[/AVAILABLE_TOOLS]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]")
+# One pass for all of them: no token is part of another, and an escaped token holds none.
+_SQUARE_RE = re.compile("|".join(re.escape(token) for token in _SQUARE_TOKENS))
 _ESCAPES = str.maketrans({"<": "&lt;", ">": "&gt;", "[": "&#91;", "]": "&#93;"})
 
 # On text whose whitespace is already one space: "[at]", "(dot)", "{@}" ..., and the bare words " at " / " dot "
@@ -89,9 +91,7 @@ def escape_control(text: str) -> str:
     if "<" in text:
         text = _ANGLE_RE.sub(lambda m: m.group(0).translate(_ESCAPES), text)
     if "[" in text and ("_" in text or "INST]" in text):  # every square token has "[" and one of these
-        for token in _SQUARE_TOKENS:
-            if token in text:
-                text = text.replace(token, token.translate(_ESCAPES))
+        text = _SQUARE_RE.sub(lambda m: m.group(0).translate(_ESCAPES), text)
     return text
 
 
