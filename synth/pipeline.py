@@ -91,11 +91,15 @@ def unit_tasks(domain: DomainModel, tools: list[ToolRecord], config: SynthConfig
     return [r.model_dump(mode="json") for r in records]
 
 
+class RunMismatchError(ValueError):
+    """The output folder holds a run made with other settings: resuming it would mix two runs."""
+
+
 def _check_config(folder: Path, config: SynthConfig) -> None:
     path = folder / "config.json"
     text = canonical_json(config.model_dump(mode="json")) + "\n"
     if path.exists() and path.read_text() != text:
-        raise ValueError(f"{path}: this folder holds a run with other settings ({path.read_text().strip()}); "
+        raise RunMismatchError(f"{path}: this folder holds a run with other settings ({path.read_text().strip()}); "
                          f"use another --out or the same settings")
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(text)

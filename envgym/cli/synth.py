@@ -53,7 +53,7 @@ def _model(args: argparse.Namespace, cache: Path) -> ChatModel | None:
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from synth.pipeline import SYNTH_DIR, SynthConfig, run_pipeline
+    from synth.pipeline import SYNTH_DIR, RunMismatchError, SynthConfig, run_pipeline
 
     if args.live:
         return _run_live(args)
@@ -74,7 +74,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         summary = {"out": args.out}
         if args.domains > 0:
-            summary = run_pipeline(config, args.out, advance, model=model, workers=args.workers)
+            try:
+                summary = run_pipeline(config, args.out, advance, model=model, workers=args.workers)
+            except RunMismatchError as exc:  # the user's --out, not a bug: one line, exit 2
+                raise CliError(str(exc)) from None
         if mcp_specs:
             from synth.stages.mcp import run_mcp
 

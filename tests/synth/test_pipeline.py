@@ -117,3 +117,13 @@ def test_resume_refuses_a_folder_made_with_other_settings(small_suite: Path) -> 
         assert "config.json" in str(exc)
     else:
         raise AssertionError("a run with other settings resumed into the folder")
+
+
+def test_the_cli_names_a_folder_made_with_other_settings_in_one_line(
+    small_suite: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from envgym.cli import main
+
+    assert main(["synth", "run", "--domains", "3", "--seed", "99", "--out", str(small_suite)]) == 2
+    err = capsys.readouterr().err
+    assert "config.json" in err and "other settings" in err and "Traceback" not in err
