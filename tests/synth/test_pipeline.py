@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import gymnasium as gym
+import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envgym
