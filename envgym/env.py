@@ -167,7 +167,10 @@ class ToolWorldEnv(gym.Env[str, Any]):
         self.tool_results = ResultLog()
         self.calls = ToolCallLog(self._write_tools, self._target_state)
         self.steps = 0
-        self._rng = random.Random()
+        # The episode's tool RNG is seeded from np_random at reset but built on first use: seeding a Mersenne
+        # Twister costs as much as the rest of retail's world copy, and most episodes never draw from it.
+        self._rng_seed = 0
+        self._rng: random.Random | None = None
         self._faults = FaultLedger()
         self._started = 0.0
         self._done = True
@@ -187,11 +190,11 @@ class ToolWorldEnv(gym.Env[str, Any]):
             self.task = self.data.task(str(task_id))
         else:
             self.task = self.data.tasks[int(self.np_random.integers(len(self.data.tasks)))]
-        self._rng = random.Random(int(self.np_random.integers(2**63)))
+        self._rng_seed, self._rng = int(self.np_random.integers(2**63)), None
         self._faults = FaultLedger()
         self.state = self.data.initial.copy()
         if "on_reset" in self._hooks:
-            self._hooks["on_reset"](self.state, self.task, self._rng)
+            self._hooks["on_reset"](self.state, self.task, self._episode_rng())
         self.security.start(self.state, self.task, options.get("attack", self.security.fixed_attack))
         self.user = self._make_user(self.task)
         self.steps = 0
@@ -340,8 +343,14 @@ class ToolWorldEnv(gym.Env[str, Any]):
 
     def _execute(self, call: ParsedCall) -> ToolResult:
         assert self.state is not None
-        return self.data.executor.execute(self.state, call.name, call.arguments, self._rng, self.failure_rate,
+        return self.data.executor.execute(self.state, call.name, call.arguments, self._episode_rng(), self.failure_rate,
                                           self._faults)
+
+    def _episode_rng(self) -> random.Random:
+        """The episode's tool RNG (faults, hooks), seeded by reset's draw from `np_random`."""
+        if self._rng is None:
+            self._rng = random.Random(self._rng_seed)
+        return self._rng
 
     def _target_state(self) -> WorldState:
         assert self.task is not None

@@ -25,6 +25,7 @@ from pydantic_core import PydanticSerializationError, to_json
 from envgym.sandbox.errors import BudgetExceededError, EnvHostError, InvalidRequestError, NotFoundError
 from envgym.sandbox.heap import HeapKeeper
 from envgym.sandbox.limits import EPISODE_LIMITS, EpisodeLimits
+from envgym.sandbox.tools_json import ToolsJSON
 from envgym.sandbox.waits import WaitWatch
 from envgym.sandbox.wire import EnvCreate, EnvResetResult, EnvSessionInfo, EnvStepResult, HeldInfo
 
@@ -109,6 +110,8 @@ class _EnvSession:
     action_bytes: int = 0
     messages: int = 0
     answer_bytes: int = 0
+    # The JSON of the tools list resets answer with (envgym.sandbox.tools_json).
+    tools_json: ToolsJSON = field(default_factory=ToolsJSON)
 
     def start_counts(self) -> None:
         self.steps = self.action_bytes = self.messages = 0
@@ -295,7 +298,14 @@ class EnvHost:
         obs, info, fields = self._watched(session, "reset", reset)
         if self.heap is not None:
             self.heap.reset(len(self._sessions))
-        body = encode_result(EnvResetResult, observation=obs, info=info, **fields)
+
+        def encode(info: dict[str, Any]) -> bytes:
+            return encode_result(EnvResetResult, observation=obs, info=info, **fields)
+
+        if type(info) is dict and getattr(session.env.unwrapped, "info_messages_append_only", False):
+            body = session.tools_json.encode(info, encode)
+        else:
+            body = encode(info)
         return session.answered(body, self.episode_limits)
 
     def step(self, session_id: str, action: Any, held: HeldInfo | None = None) -> bytes:
