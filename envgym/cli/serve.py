@@ -19,6 +19,7 @@ import gymnasium as gym
 from envgym.cli.common import CliError, add_json_flag, print_json
 from envgym.sandbox.heap import HeapKeeper
 from envgym.sandbox.limits import ENV_SERVER_LIMITS, SessionLimits
+from envgym.sandbox.malloc import keep_large_blocks_mapped
 from envgym.sandbox.process import ExecDefaults
 from envgym.sandbox.server import make_http_server, serve_until_stopped
 from envgym.sandbox.server_env import EnvHost, EnvSessions
@@ -85,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     gym.spec(env_id)  # an unknown id fails here, as a user error, not in every client's first session
     if args.no_auth and not is_loopback(args.host):
         raise CliError(f"--no-auth is refused on {args.host}: it is not a loopback address")
+    keep_large_blocks_mapped()  # megabyte bodies must not ratchet a long-running server's heap up
     with tempfile.TemporaryDirectory(prefix="envgym-serve-") as private:
         try:
             token_file = None if args.no_auth else (args.token_file or write_new_token(private))

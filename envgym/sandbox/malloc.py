@@ -1,0 +1,35 @@
+"""The C allocator's settings for a long-running server (`envgym serve` and its workers): freed large blocks go
+back to the system, so memory stays flat under traffic that mixes megabyte requests with small ones.
+
+glibc serves a block of at least `M_MMAP_THRESHOLD` (128 KiB at start) with a mapping of its own, given back on
+free. But the first time such a block is freed it raises the threshold to that block's size (up to 32 MiB): from
+then on megabyte request bodies, actions and answers are carved from the heap arenas, and what a burst of them
+leaves free between live blocks stays in the process. Under the soak (benchmarks/soak.py: 1 MiB actions beside
+small steps) a worker's arenas grew from 24 to 43 MB while what was in use stayed at 25 to 32 MB, and RSS
+ratcheted up with every burst. Setting the threshold explicitly turns the raising off (and keeps the trim
+threshold at its default), so every large block is mapped and unmapped on its own. The price is a mapping and
+its page faults per large block: tens of microseconds for a megabyte, small beside reading a megabyte request.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import sys
+
+M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
+LARGE_BLOCK_BYTES = 128 << 10  # glibc's own starting threshold, kept for good
+
+
+def keep_large_blocks_mapped(threshold: int = LARGE_BLOCK_BYTES) -> bool:
+    """Fix glibc's mmap threshold at `threshold` bytes for this process. Returns whether it was set: False where
+    the C library is not glibc (macOS, musl), whose allocators are left as they are."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(M_MMAP_THRESHOLD, threshold))
