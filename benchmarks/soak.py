@@ -1,6 +1,6 @@
 """Soak: valid and hostile clients together against `envgym serve --workers 2`, for minutes (issue 41).
 
-    python -m benchmarks.soak [--minutes 10] [--clients 64] [--hostile 16] [--out docs/results/soak.md]
+    python benchmarks/soak.py [--minutes 10] [--clients 64] [--hostile 16] [--out docs/results/soak.md]
 
 First a baseline: the valid clients alone for `--baseline-s`. Then the soak: the same valid clients (RemoteEnv
 episodes on calculator, a think time between steps, as an agent has) beside hostile clients, each looping one attack
@@ -27,6 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+# Run as a script (`python benchmarks/soak.py`), the repository root must be on the path for `benchmarks.serving`
+# (and for the hostile process, which is spawned and imports this file again).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -324,7 +328,7 @@ def write_markdown(path: Path, result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.soak", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python benchmarks/soak.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=10.0, help="length of the soak (default 10)")
     p.add_argument("--clients", type=int, default=64, help="clients in all, valid and hostile")
     p.add_argument("--hostile", type=int, default=16, help="how many of the clients attack")
@@ -347,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
     result = {
-        "command": "python -m benchmarks.soak " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python benchmarks/soak.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "env": args.env, "workers": args.workers, "valid": valid, "hostile": args.hostile,
         "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()],
         "baseline": baseline, "soak": soak,
