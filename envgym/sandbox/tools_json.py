@@ -23,6 +23,10 @@ _MARK_JSON = to_json(_MARK)
 _INTERNED: dict[bytes, bytes] = {}
 _INTERNED_LIMIT = 64
 
+# Below this many bytes of tools' JSON, splicing costs more than encoding them (calculator-v0's 346 bytes:
+# 7.8 us whole, 9.2 us spliced; retail-v0's 3.6 kB: 25 us whole, 15 us spliced).
+_SPLICE_MIN = 1024
+
 
 @dataclass
 class ToolsJSON:
@@ -48,6 +52,8 @@ class ToolsJSON:
             if len(_INTERNED) >= _INTERNED_LIMIT:
                 _INTERNED.clear()
             self.tools, self.text = tools, _INTERNED.setdefault(text, text)
+        if len(self.text) < _SPLICE_MIN:
+            return encode(info)
         head, mark, tail = encode({**info, "tools": _MARK}).partition(_MARK_JSON)
         if not mark or _MARK_JSON in tail:
             return encode(info)

@@ -54,7 +54,7 @@ def test_a_reset_answer_is_the_whole_info_encoded_whatever_was_cached() -> None:
 
 
 def test_an_info_that_quotes_the_marker_is_encoded_whole() -> None:
-    tools = [{"type": "function", "function": {"name": "t"}}]
+    tools = [{"type": "function", "function": {"name": "t", "description": "x" * 2000}}]
     info = {"messages": [{"role": "user", "content": tools_json._MARK}], "tools": tools}
 
     def encode(i: dict[str, object]) -> bytes:
@@ -71,7 +71,9 @@ def test_a_new_tools_list_is_encoded_again() -> None:
     def encode(i: dict[str, object]) -> bytes:
         return to_json(i)
 
-    first = {"tools": [{"name": "a"}], "step": 0}
-    second = {"tools": [{"name": "b"}], "step": 0}
-    assert cache.encode(first, encode) == b'{"tools":[{"name":"a"}],"step":0}'
-    assert cache.encode(second, encode) == b'{"tools":[{"name":"b"}],"step":0}'
+    long = "x" * 2000  # over the size below which tools are encoded with the rest
+    first = {"tools": [{"name": "a", "description": long}], "step": 0}
+    second = {"tools": [{"name": "b", "description": long}], "step": 0}
+    assert cache.encode(first, encode) == encode(first)
+    assert cache.encode(second, encode) == encode(second)
+    assert b'"name":"b"' in cache.encode(second, encode)
