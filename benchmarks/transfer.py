@@ -1,0 +1,381 @@
+"""Does SFT on synthesized worlds transfer to tasks others wrote? (issue 39 part 4)
+
+    python -m benchmarks.transfer --out runs/transfer [--model local] [--domains 24] [--eval-tasks 30] ...
+
+Three arms, each SFT'd from the same base model on the same number of training tokens of fair-agent conversations
+(the synthesizer's fair planner: it sees only the user's words and what tools return):
+
+- `broad`: the current synthesizer, `--domains` domains of `--tasks-per-domain` tasks (seed `--seed`);
+- `single`: the current synthesizer, ONE domain (same seed) with as many tasks as `broad` has in all;
+- `older`: the synthesizer of commit 276fd1e (the end of round two), the same seed and sizes, generated once and
+  committed as `benchmarks/transfer_data/` (README there says how).
+
+Training tokens are the target (loss) tokens of the assistant turns, counted with the policy's tokenizer
+(`envgym.train.sft.conversation_samples`). Each arm's conversations, with every one that contains anything of BFCL's
+dropped first (`benchmarks.transfer_leak`: tool names, backend names, question text), are taken in a seeded order
+until their target tokens reach `--token-budget` and their samples fill whole batches; each arm then trains one pass
+over exactly those samples (`steps = samples / batch`), so arms differ by less than one batch of conversations: the
+report gives each arm's exact counts (and all tokens, prompts included).
+
+Evaluation (greedy, episode seeds `--eval-seed`, sampled by `--eval-sample-seed`, never trained on): the bundled
+retail and travel tasks and BFCL simple_python and multiple (`--eval-tasks` each), and `--multi-turn` BFCL
+multi_turn_base entries. The base model and every arm play the same tasks; the report has Wilson intervals, the paired
+per-task change of each arm against the base and of `broad` against each control (bootstrap interval, sign test:
+`envgym.train.recipe`). Everything is bound by samples, steps and tokens, never by time. Written to `--out`:
+`arms/<arm>.jsonl.gz` (the exact conversations trained on), `report.json` (after each stage) and `results.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import sys
+import time
+import types
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from rich.console import Console
+
+from benchmarks.transfer_leak import bfcl_vocabulary, find_leaks
+from envgym.train.recipe import paired, summarize
+
+ROOT = Path(__file__).resolve().parents[1]
+OLDER_DATA = ROOT / "benchmarks" / "transfer_data" / "older_synth_276fd1e_seed11.jsonl.gz"
+ARMS = ("broad", "single", "older")
+
+
+class EvalSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    label: str
+    env: str
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    tasks: int = Field(ge=0, description="a seeded sample of this many of the env's tasks")
+
+
+class TransferConfig(BaseModel):
+    """One transfer run; every size is a count (tasks, tokens, steps), so results do not depend on machine load."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str = "local"
+    seed: int = Field(11, description="synthesis seed of the broad and single arms (the older data used it too)")
+    domains: int = Field(24, ge=1, description="domains of the broad arm")
+    tasks_per_domain: int = Field(24, ge=1)
+    older_data: str = str(OLDER_DATA)
+    token_budget: int = Field(20_000, ge=1, description="target (loss) tokens each arm trains on")
+    sft_batch: int = Field(4, ge=1)
+    learning_rate: float = 5e-5
+    sft_seed: int = 0
+    policy_seed: int = 0
+    eval_sets: list[EvalSpec] = Field(default_factory=list)
+    eval_seed: int = 0
+    eval_sample_seed: int = 0
+    max_new_tokens: int = 96
+    max_turns: int = 6
+    max_sequence_tokens: int = 4096
+    bootstrap: int = 2000
+    threads: int = 1
+    arms: list[str] = Field(default_factory=lambda: list(ARMS))
+    output_dir: str = "runs/transfer"
+
+
+def default_eval_sets(tasks: int, multi_turn: int) -> list[EvalSpec]:
+    sets = [EvalSpec(label="retail", env="envgym/retail-v0", tasks=tasks),
+            EvalSpec(label="travel", env="envgym/travel-v0", tasks=tasks),
+            EvalSpec(label="bfcl simple_python", env="envgym/bfcl-v0", kwargs={"category": "simple_python"},
+                     tasks=tasks),
+            EvalSpec(label="bfcl multiple", env="envgym/bfcl-v0", kwargs={"category": "multiple"}, tasks=tasks)]
+    if multi_turn:
+        sets.append(EvalSpec(label="bfcl multi_turn_base", env="envgym/bfcl-multi-turn-v0",
+                             kwargs={"category": "multi_turn_base"}, tasks=multi_turn))
+    return sets
+
+
+# ---------------------------------------------------------------------------------------------------- the arms' data
+
+
+def _fair_demos(folder: Path) -> list[dict[str, Any]]:
+    from synth.subsets import fair_demonstrations
+
+    ids = [json.loads(line)["id"] for line in (folder / "tasks.jsonl").read_text().splitlines() if line.strip()]
+    demos = fair_demonstrations(folder, ids)
+    return [{"domain": folder.name, **d} for d in demos]
+
+
+def synthesized_demos(seed: int, domains: int, tasks_per_domain: int, out: Path) -> list[dict[str, Any]]:
+    """The current synthesizer's fair conversations of every task of `domains` domains, in domain then task order."""
+    from synth.pipeline import SynthConfig, run_pipeline
+
+    run_pipeline(SynthConfig(seed=seed, domains=domains, tasks_per_env=tasks_per_domain), out)
+    folders = sorted(p for p in out.iterdir() if (p / "world.yaml").exists())
+    return [d for folder in folders for d in _fair_demos(folder)]
+
+
+def read_demos(path: str | Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def write_demos(path: Path, demos: Sequence[dict[str, Any]]) -> None:
+    """Gzip JSONL without a time stamp: the same demonstrations give the same bytes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as handle:
+        handle.write("".join(json.dumps(d, sort_keys=True) + "\n" for d in demos).encode())
+
+
+def arm_pool(arm: str, config: TransferConfig, work: Path) -> list[dict[str, Any]]:
+    if arm == "broad":
+        return synthesized_demos(config.seed, config.domains, config.tasks_per_domain, work / "broad")
+    if arm == "single":
+        return synthesized_demos(config.seed, 1, config.domains * config.tasks_per_domain, work / "single")
+    if arm == "older":
+        return read_demos(config.older_data)
+    raise ValueError(f"unknown arm {arm!r}; expected one of {', '.join(ARMS)}")
+
+
+def token_counts(tokenizer: Any, demo: dict[str, Any]) -> tuple[list[Any], int]:
+    """(token samples, target tokens) of one conversation, tokenized as SFT trains on it."""
+    from envgym.train.sft import conversation_samples
+
+    samples = conversation_samples(tokenizer, demo["messages"], demo.get("tools"), tokenizer.eos_token_id)
+    return samples, sum(s.trainable_tokens for s in samples)
+
+
+def select_to_budget(pool: Sequence[dict[str, Any]], count: Callable[[dict[str, Any]], tuple[list[Any], int]],
+                     budget: int, batch: int, seed: int) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Conversations of `pool` in a seeded order, counted (`count`: samples, target tokens) as they are taken, until
+    their target tokens reach `budget` and their samples fill whole batches of `batch`: nothing taken is left
+    untrained, and arms differ by less than `batch` conversations. Raises ValueError if the pool runs out first."""
+    order = list(range(len(pool)))
+    random.Random(seed).shuffle(order)
+    demos: list[dict[str, Any]] = []
+    samples: list[Any] = []
+    total = 0
+    for index in order:
+        if total >= budget and samples and len(samples) % batch == 0:
+            return demos, samples
+        found, tokens = count(pool[index])
+        demos.append(pool[index])
+        samples.extend(found)
+        total += tokens
+    if total >= budget and samples and len(samples) % batch == 0:
+        return demos, samples
+    raise ValueError(f"the pool's {len(pool)} conversations hold {total} target tokens in {len(samples)} samples: "
+                     f"under the budget of {budget} in whole batches of {batch}")
+
+
+# ---------------------------------------------------------------------------------------------------- evaluation
+
+
+def eval_task_ids(spec: EvalSpec, env: Any, seed: int) -> list[str]:
+    """A seeded sample of `spec.tasks` of the env's tasks, in the env's order (BFCL: `choose_tasks`)."""
+    if spec.env.startswith("envgym/bfcl"):
+        from envgym.integrations.bfcl.evaluate import choose_tasks
+
+        return choose_tasks(str(spec.kwargs["category"]), spec.tasks, seed)[0]
+    ids = [t.id for t in env.unwrapped.data.tasks]
+    if spec.tasks > len(ids):
+        raise ValueError(f"eval set {spec.label}: {len(ids)} tasks, {spec.tasks} asked for")
+    chosen = set(random.Random(f"{seed}:{spec.env}").sample(ids, spec.tasks))
+    return [t for t in ids if t in chosen]
+
+
+class Evaluator:
+    """The eval sets' envs and task ids, made once and played by each policy."""
+
+    def __init__(self, config: TransferConfig) -> None:
+        from envgym.train.recipe import EvalSet, eval_set_tasks
+        from envgym.train.rollout import RolloutLimits
+
+        self.config = config
+        self.limits = RolloutLimits(config.max_new_tokens, config.max_sequence_tokens, config.max_turns)
+        self.sets: dict[str, tuple[list[Any], list[str]]] = {}
+        for spec in config.eval_sets:
+            envs, _ = eval_set_tasks(EvalSet(env=spec.env, kwargs=spec.kwargs, tasks=0))
+            self.sets[spec.label] = (envs, eval_task_ids(spec, envs[0], config.eval_sample_seed))
+
+    def task_ids(self) -> dict[str, list[str]]:
+        return {label: ids for label, (_, ids) in self.sets.items()}
+
+    def run(self, model: Any, tokenizer: Any, console: Console) -> dict[str, list[bool]]:
+        from envgym.train.generation import CachedSampler
+        from envgym.train.recipe import evaluate_tasks
+
+        player = types.SimpleNamespace(sampler=CachedSampler(model, tokenizer), limits=self.limits)
+        results = {}
+        for label, (envs, ids) in self.sets.items():
+            results[label] = evaluate_tasks(player, envs, ids, self.config.eval_seed)
+            console.print(f"  {label}: {sum(results[label])}/{len(ids)}")
+        bundled = [label for label in ("retail", "travel") if label in results]
+        if len(bundled) == 2:
+            results["retail+travel"] = results["retail"] + results["travel"]
+        return results
+
+
+# ---------------------------------------------------------------------------------------------------- the run
+
+
+def run_transfer(config: TransferConfig, console: Console | None = None) -> dict[str, Any]:
+    """Build, check and select every arm's data, evaluate the base model, SFT and evaluate each arm; returns the
+    report (also `report.json`, rewritten after each stage, and `results.md`)."""
+    import torch
+
+    from envgym.train.policy import load_policy
+    from envgym.train.sft import supervised_fine_tune
+
+    console = console or Console(stderr=True)
+    torch.set_num_threads(config.threads)
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    report: dict[str, Any] = {"config": config.model_dump(), "load_start": list(os.getloadavg()), "arms": {},
+                              "evaluations": {}, "per_task": {}}
+    vocabulary = bfcl_vocabulary()
+    _, tokenizer = load_policy(config.model, config.policy_seed)
+    selected: dict[str, list[Any]] = {}
+    for arm in config.arms:
+        clock = time.perf_counter()
+        pool = arm_pool(arm, config, out / "synth")
+        leaked = [bool(find_leaks([d], vocabulary)) for d in pool]
+        clean = [d for d, bad in zip(pool, leaked, strict=True) if not bad]
+        demos, samples = select_to_budget(clean, lambda d: token_counts(tokenizer, d), config.token_budget,
+                                          config.sft_batch, config.sft_seed)
+        leaks = find_leaks(demos, vocabulary)
+        if leaks:  # cannot happen after the filter above; the trained data is checked itself all the same
+            raise RuntimeError(f"arm {arm}: BFCL data in training data: {leaks[:3]}")
+        write_demos(out / "arms" / f"{arm}.jsonl.gz", demos)
+        selected[arm] = samples
+        report["arms"][arm] = {
+            "pool": len(pool), "pool_domains": len({d.get("domain") for d in pool}),
+            "dropped_for_bfcl": sum(leaked),
+            "dropped_domains": sorted({str(d.get("domain")) for d, bad in zip(pool, leaked, strict=True) if bad}),
+            "demonstrations": len(demos), "domains": len({d.get("domain") for d in demos}), "samples": len(samples),
+            "steps": len(samples) // config.sft_batch, "target_tokens": sum(s.trainable_tokens for s in samples),
+            "all_tokens": sum(len(s.token_ids) for s in samples), "build_s": round(time.perf_counter() - clock, 1)}
+        console.print(f"[bold]{arm}[/]: {report['arms'][arm]}")
+    report["token_budget"] = config.token_budget
+    _write(out, report)
+
+    evaluator = Evaluator(config)
+    report["eval_tasks"] = evaluator.task_ids()
+
+    def measure(name: str, model: Any) -> None:
+        clock = time.perf_counter()
+        console.print(f"[bold]evaluating {name}[/]")
+        results = evaluator.run(model, tokenizer, console)
+        report["evaluations"][name] = {k: summarize(v) for k, v in results.items()}
+        report["evaluations"][name]["seconds"] = round(time.perf_counter() - clock, 1)
+        for key, values in results.items():
+            report["per_task"].setdefault(key, {})[name] = values
+        _write(out, report)
+
+    base, _ = load_policy(config.model, config.policy_seed)
+    measure("base", base)
+    del base
+    for arm in config.arms:
+        model, _ = load_policy(config.model, config.policy_seed)
+        clock = time.perf_counter()
+        steps = report["arms"][arm]["steps"]
+        losses = supervised_fine_tune(model, selected[arm], steps=steps, batch_size=config.sft_batch,
+                                      learning_rate=config.learning_rate, pad_token_id=_pad_id(tokenizer),
+                                      seed=config.sft_seed, console=console)
+        report["arms"][arm].update({"losses": [round(x, 4) for x in losses],
+                                    "sft_s": round(time.perf_counter() - clock, 1)})
+        measure(arm, model)
+    report["paired"] = paired_table(report["per_task"], config.arms, config.bootstrap)
+    report["load_end"] = list(os.getloadavg())
+    report["wall_s"] = round(time.perf_counter() - started, 1)
+    _write(out, report)
+    (out / "results.md").write_text(results_markdown(report))
+    return report
+
+
+def _pad_id(tokenizer: Any) -> int:
+    pad = tokenizer.pad_token_id
+    return int(pad if pad is not None else tokenizer.eos_token_id)
+
+
+def paired_table(per_task: dict[str, dict[str, list[bool]]], arms: Sequence[str], resamples: int
+                 ) -> dict[str, dict[str, Any]]:
+    """Per eval set: each arm against the base model, and broad against each control, on the same tasks."""
+    table: dict[str, dict[str, Any]] = {}
+    for key, runs in per_task.items():
+        row = {f"{arm} - base": paired(runs["base"], runs[arm], resamples) for arm in arms if arm in runs}
+        if "broad" in runs:
+            row |= {f"broad - {arm}": paired(runs[arm], runs["broad"], resamples)
+                    for arm in arms if arm != "broad" and arm in runs}
+        table[key] = row
+    return table
+
+
+def _write(out: Path, report: dict[str, Any]) -> None:
+    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+
+
+def results_markdown(report: dict[str, Any]) -> str:
+    """The arms' data, and per eval set each policy's success and the paired changes."""
+    lines = ["# Transfer: SFT on synthesized worlds, evaluated on tasks others wrote", "",
+             f"Training tokens per arm (target tokens): budget {report['token_budget']}.", "",
+             "| arm | demonstrations | domains | dropped for BFCL | samples | steps | target tokens | all tokens |",
+             "|---|---|---|---|---|---|---|---|"]
+    for arm, a in report["arms"].items():
+        lines.append(f"| {arm} | {a['demonstrations']} | {a['domains']} | {a['dropped_for_bfcl']} | {a['samples']} | "
+                     f"{a['steps']} | {a['target_tokens']} | {a['all_tokens']} |")
+    lines += ["", "| eval set | " + " | ".join(report["evaluations"]) + " |",
+              "|---|" + "---|" * len(report["evaluations"])]
+    for key in report["per_task"]:
+        cells = []
+        for name in report["evaluations"]:
+            r = report["evaluations"][name][key]
+            cells.append(f"{r['successes']}/{r['tasks']} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]")
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    lines += ["", "| eval set | comparison | change (points) | 95% bootstrap | gained / lost | sign p |",
+              "|---|---|---|---|---|---|"]
+    for key, row in report["paired"].items():
+        for name, p in row.items():
+            low, high = p["bootstrap95_points"]
+            lines.append(f"| {key} | {name} | {p['change_points']:+.1f} | [{low:+.1f}, {high:+.1f}] | "
+                         f"{p['gained']} / {p['lost']} | {p['sign_test_p']} |")
+    lines += ["", f"Wall time {report['wall_s']} s; load average {report['load_start']} at the start, "
+              f"{report['load_end']} at the end.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="SFT arms on synthesized worlds, evaluated on BFCL and bundled tasks")
+    parser.add_argument("--out", default="runs/transfer")
+    parser.add_argument("--model", default="local")
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--domains", type=int, default=24)
+    parser.add_argument("--tasks-per-domain", type=int, default=24)
+    parser.add_argument("--token-budget", type=int, default=20_000)
+    parser.add_argument("--sft-batch", type=int, default=4)
+    parser.add_argument("--eval-tasks", type=int, default=30, help="per eval set (retail, travel, simple, multiple)")
+    parser.add_argument("--multi-turn", type=int, default=0, help="BFCL multi_turn_base entries (minutes each on CPU)")
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--max-turns", type=int, default=6)
+    parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    config = TransferConfig(model=args.model, seed=args.seed, domains=args.domains,
+                            tasks_per_domain=args.tasks_per_domain, token_budget=args.token_budget,
+                            sft_batch=args.sft_batch, eval_sets=default_eval_sets(args.eval_tasks, args.multi_turn),
+                            max_new_tokens=args.max_new_tokens, max_turns=args.max_turns,
+                            arms=args.arms.split(","), threads=args.threads, output_dir=args.out)
+    try:
+        report = run_transfer(config)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps({"paired": report["paired"], "arms": {a: {k: v for k, v in r.items() if k != "losses"}
+                                                           for a, r in report["arms"].items()}}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

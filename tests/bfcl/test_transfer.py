@@ -1,0 +1,54 @@
+"""The transfer benchmark end to end at tiny sizes (a random tiny model, two domains, one task per eval set): every
+arm trains on the same number of target tokens (to within one batch), on data with nothing of BFCL's, and the report
+pairs each arm with the base model on the same tasks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.transfer import ARMS, EvalSpec, TransferConfig, read_demos, run_transfer, select_to_budget
+from benchmarks.transfer_leak import bfcl_vocabulary, find_leaks
+
+
+def test_select_to_budget_reaches_the_budget_in_whole_batches_and_says_when_it_cannot() -> None:
+    pool = [{"id": i} for i in range(10)]
+
+    def count(demo: dict[str, int]) -> tuple[list[str], int]:
+        return [f"s{demo['id']}"], 10
+
+    demos, samples = select_to_budget(pool, count, budget=35, batch=3, seed=0)
+    assert len(demos) == len(samples) == 6  # 4 reach 40 >= 35 tokens; two more fill the second batch of 3
+    assert select_to_budget(pool, count, 35, 3, seed=0) == (demos, samples)
+    assert select_to_budget(pool, count, 35, 3, seed=1) != (demos, samples)
+    with pytest.raises(ValueError, match="under the budget of 200"):
+        select_to_budget(pool, count, 200, 3, seed=0)
+
+
+@pytest.mark.slow
+def test_the_driver_trains_each_arm_on_equal_clean_tokens_and_pairs_it_with_the_base(tmp_path: Path) -> None:
+    config = TransferConfig(
+        model="tiny-random", domains=2, tasks_per_domain=3, token_budget=300, sft_batch=2, max_new_tokens=4,
+        max_turns=1, max_sequence_tokens=8192, bootstrap=50, output_dir=str(tmp_path),
+        eval_sets=[EvalSpec(label="retail", env="envgym/retail-v0", tasks=1),
+                   EvalSpec(label="travel", env="envgym/travel-v0", tasks=1),
+                   EvalSpec(label="bfcl simple_python", env="envgym/bfcl-v0", kwargs={"category": "simple_python"},
+                            tasks=1)])
+    report = run_transfer(config)
+    vocabulary = bfcl_vocabulary()
+    tokens = {arm: report["arms"][arm]["target_tokens"] for arm in ARMS}
+    assert all(t >= 300 for t in tokens.values()) and max(tokens.values()) - min(tokens.values()) < 1500
+    for arm in ARMS:
+        assert report["arms"][arm]["steps"] >= 1
+        assert len(report["arms"][arm]["losses"]) == report["arms"][arm]["steps"]
+        trained = read_demos(tmp_path / "arms" / f"{arm}.jsonl.gz")
+        assert trained and find_leaks(trained, vocabulary) == []
+    assert report["arms"]["single"]["domains"] == 1 and report["arms"]["broad"]["pool_domains"] == 2
+    assert set(report["per_task"]) == {"retail", "travel", "bfcl simple_python", "retail+travel"}
+    assert set(report["paired"]["retail+travel"]) == {"broad - base", "single - base", "older - base",
+                                                      "broad - single", "broad - older"}
+    assert report["paired"]["retail+travel"]["broad - base"]["tasks"] == 2
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved["eval_tasks"] == report["eval_tasks"] and (tmp_path / "results.md").read_text().count("\n|") > 8
