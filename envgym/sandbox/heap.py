@@ -20,6 +20,8 @@ import gc
 import threading
 from typing import Any
 
+from envgym.sandbox.malloc import release_free_memory
+
 
 class HeapKeeper:
     """Freezes the long-lived heap of an env-session host; `created` and `closed` are told of sessions.
@@ -113,13 +115,15 @@ class HeapKeeper:
         self.sweep()
 
     def sweep(self) -> None:
-        """Unfreeze and collect everything once (the cycles closed sessions left), then freeze what survived."""
+        """Unfreeze and collect everything once (the cycles closed sessions left), then freeze what survived and give
+        the C heap's free pages back to the system."""
         with self._lock:
             self._closed_since_sweep, self._sweep_due = 0, False
             self.sweeps += 1
         gc.unfreeze()
         gc.collect()  # _after_collection freezes the survivors
         self._frozen_at_sweep = gc.get_freeze_count()
+        release_free_memory()  # the closed sessions' pages, freed just now, go back (envgym.sandbox.malloc)
 
     def uninstall(self) -> None:
         """Stop freezing (tests); what is frozen stays frozen until `gc.unfreeze`."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import sys
 
 M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
@@ -24,12 +25,33 @@ LARGE_BLOCK_BYTES = 128 << 10  # glibc's own starting threshold, kept for good
 def keep_large_blocks_mapped(threshold: int = LARGE_BLOCK_BYTES) -> bool:
     """Fix glibc's mmap threshold at `threshold` bytes for this process. Returns whether it was set: False where
     the C library is not glibc (macOS, musl), whose allocators are left as they are."""
+    libc = _glibc()
+    return bool(libc.mallopt(M_MMAP_THRESHOLD, threshold)) if libc is not None else False
+
+
+@functools.cache
+def _glibc() -> ctypes.CDLL | None:
+    """The C library when it is glibc (it has `mallopt` and `malloc_trim`), with their signatures; else None."""
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+        libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
     except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, threshold))
+        return None
+    return libc
+
+
+def release_free_memory() -> bool:
+    """Give the free pages inside glibc's heap arenas back to the system (`malloc_trim(0)`). Returns whether any
+    was given back; False where the C library is not glibc.
+
+    Blocks under the mmap threshold (dicts, strings and lists of a few kilobytes: sessions, bodies, answers) are
+    carved from arenas that only ever shrink from their top; pages freed in their middle stay resident. Under the
+    soak a worker's arenas crept up by about 2.5 MB a minute while what they held stayed at 25 to 32 MB. Called
+    after a session sweep (`HeapKeeper.sweep`), when many sessions' memory has just been freed: measured 1 to 45 ms,
+    run without the GIL.
+    """
+    libc = _glibc()
+    return bool(libc.malloc_trim(0)) if libc is not None else False
