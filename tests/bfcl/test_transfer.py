@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.transfer import ARMS, EvalSpec, TransferConfig, read_demos, run_transfer, select_to_budget
+from benchmarks.transfer import (
+    ARMS,
+    OLDER_DATA,
+    EvalSpec,
+    TransferConfig,
+    read_demos,
+    run_transfer,
+    select_to_budget,
+    write_demos,
+)
 from benchmarks.transfer_leak import bfcl_vocabulary, find_leaks
 
 
@@ -29,8 +38,11 @@ def test_select_to_budget_reaches_the_budget_in_whole_batches_and_says_when_it_c
 
 @pytest.mark.slow
 def test_the_driver_trains_each_arm_on_equal_clean_tokens_and_pairs_it_with_the_base(tmp_path: Path) -> None:
+    # Two domains of the committed older data, one of them with BFCL's `cancel_order` as a tool: it must be dropped.
+    older = [d for d in read_demos(OLDER_DATA) if d["domain"] in {"air_quality_stations", "equity_orders"}]
+    write_demos(tmp_path / "older.jsonl.gz", older)
     config = TransferConfig(
-        model="tiny-random", domains=2, tasks_per_domain=3, token_budget=300, sft_batch=2, max_new_tokens=4,
+        model="tiny-random", older_data=str(tmp_path / "older.jsonl.gz"), domains=2, tasks_per_domain=3, token_budget=300, sft_batch=2, max_new_tokens=4,
         max_turns=1, max_sequence_tokens=8192, bootstrap=50, output_dir=str(tmp_path),
         eval_sets=[EvalSpec(label="retail", env="envgym/retail-v0", tasks=1),
                    EvalSpec(label="travel", env="envgym/travel-v0", tasks=1),
@@ -45,6 +57,7 @@ def test_the_driver_trains_each_arm_on_equal_clean_tokens_and_pairs_it_with_the_
         assert len(report["arms"][arm]["losses"]) == report["arms"][arm]["steps"]
         trained = read_demos(tmp_path / "arms" / f"{arm}.jsonl.gz")
         assert trained and find_leaks(trained, vocabulary) == []
+    assert report["arms"]["older"]["dropped_domains"] == ["equity_orders"]
     assert report["arms"]["single"]["domains"] == 1 and report["arms"]["broad"]["pool_domains"] == 2
     assert set(report["per_task"]) == {"retail", "travel", "bfcl simple_python", "retail+travel"}
     assert set(report["paired"]["retail+travel"]) == {"broad - base", "single - base", "older - base",
