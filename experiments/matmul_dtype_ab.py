@@ -1,10 +1,11 @@
 """CPU seconds of one SmolLM2-135M MLP projection (576 -> 1,536) forward and backward on a (2, 1,500, 576) batch,
 float32 against bfloat16 autocast, interleaved (issue 43, session 21). CPU time (all threads of the process)
 rather than wall time, so that a loaded machine's share of the cores cancels out of the ratio. Example:
-`python3 experiments/matmul_dtype_ab.py`."""
+`python3 experiments/matmul_dtype_ab.py --threads 1`."""
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 
@@ -12,7 +13,9 @@ import torch
 
 
 def main() -> None:
-    torch.set_num_threads(2)
+    parser = argparse.ArgumentParser(description="float32 vs bfloat16 autocast, one linear layer, CPU seconds")
+    parser.add_argument("--threads", type=int, default=2)
+    torch.set_num_threads(parser.parse_args().threads)
     torch.manual_seed(0)
     linear = torch.nn.Linear(576, 1536, bias=False)
     inputs = torch.randn(2, 1500, 576, requires_grad=True)

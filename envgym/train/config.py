@@ -130,7 +130,7 @@ class GRPOConfig:
     learner_dtype: LearnerDtype = _knob(  # noqa: RUF009 (a field() factory)
         "float32",
         "Matmul precision of the learner's passes (policy, pi_old, reference): 'bfloat16' runs the decoder under "
-        "autocast (about 2.5x faster on a CPU with AVX512-BF16, 3.5-4.4x slower on one without: check lscpu); "
+        "autocast (about 2.5x faster on a CPU with AVX512-BF16, matmuls 3.5-3.8x slower on one without: lscpu); "
         "weights, gradients, optimizer state, the output head and log-probabilities stay float32.",
     )
     max_steps: int = _knob(50, "Optimizer steps to train for.")

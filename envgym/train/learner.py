@@ -9,7 +9,7 @@ so the gradient is exactly that of running every sample whole. Only positions wh
 through the output head (`token_logprobs` on an (N, V) matrix instead of (B, T, V)).
 
 With `dtype="bfloat16"` the decoder's passes run under autocast (bfloat16 matmuls, about 2.5x faster
-on a CPU with AVX512-BF16, but 3.5-4.4x slower on one without it: docs/results/grpo_step_profile.md); the
+on a CPU with AVX512-BF16, but 3.5-3.8x slower on one without it: docs/results/grpo_step_profile.md); the
 output head and the log-probabilities stay float32, as do the weights, their gradients and the optimizer state.
 """
 
