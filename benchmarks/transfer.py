@@ -78,6 +78,11 @@ class TransferConfig(BaseModel):
     max_new_tokens: int = 96
     max_turns: int = 6
     max_sequence_tokens: int = 4096
+    max_train_tokens: int = Field(2048, ge=64, description=(
+        "conversations with a token sample longer than this are not trained on, in every arm alike: SFT's "
+        "activation memory grows about 1.2 MB a token on SmolLM2-135M, and 6k-token conversations in micro-batches "
+        "of 2 took 18.9 GB"))
+    sft_micro_batch: int = Field(1, ge=1, description="samples per forward/backward inside an SFT batch (memory)")
     bootstrap: int = 2000
     threads: int = 1
     arms: list[str] = Field(default_factory=lambda: list(ARMS))
@@ -150,7 +155,8 @@ def select_to_budget(pool: Sequence[dict[str, Any]], count: Callable[[dict[str, 
                      budget: int, batch: int, seed: int) -> tuple[list[dict[str, Any]], list[Any]]:
     """Conversations of `pool` in a seeded order, counted (`count`: samples, target tokens) as they are taken, until
     their target tokens reach `budget` and their samples fill whole batches of `batch`: nothing taken is left
-    untrained, and arms differ by less than `batch` conversations. Raises ValueError if the pool runs out first."""
+    untrained, and arms differ by less than `batch` conversations. A conversation `count` gives no samples is
+    skipped (not taken). Raises ValueError if the pool runs out first."""
     order = list(range(len(pool)))
     random.Random(seed).shuffle(order)
     demos: list[dict[str, Any]] = []
@@ -160,6 +166,8 @@ def select_to_budget(pool: Sequence[dict[str, Any]], count: Callable[[dict[str, 
         if total >= budget and samples and len(samples) % batch == 0:
             return demos, samples
         found, tokens = count(pool[index])
+        if not found:
+            continue
         demos.append(pool[index])
         samples.extend(found)
         total += tokens
@@ -243,8 +251,16 @@ def run_transfer(config: TransferConfig, console: Console | None = None) -> dict
         pool = arm_pool(arm, config, out / "synth")
         leaked = [bool(find_leaks([d], vocabulary)) for d in pool]
         clean = [d for d, bad in zip(pool, leaked, strict=True) if not bad]
-        demos, samples = select_to_budget(clean, lambda d: token_counts(tokenizer, d), config.token_budget,
-                                          config.sft_batch, config.sft_seed)
+        too_long: list[str] = []
+
+        def count(demo: dict[str, Any], too_long: list[str] = too_long) -> tuple[list[Any], int]:
+            samples, tokens = token_counts(tokenizer, demo)
+            if any(len(s.token_ids) > config.max_train_tokens for s in samples):
+                too_long.append(str(demo.get("domain")))
+                return [], 0
+            return samples, tokens
+
+        demos, samples = select_to_budget(clean, count, config.token_budget, config.sft_batch, config.sft_seed)
         leaks = find_leaks(demos, vocabulary)
         if leaks:  # cannot happen after the filter above; the trained data is checked itself all the same
             raise RuntimeError(f"arm {arm}: BFCL data in training data: {leaks[:3]}")
@@ -252,7 +268,7 @@ def run_transfer(config: TransferConfig, console: Console | None = None) -> dict
         selected[arm] = samples
         report["arms"][arm] = {
             "pool": len(pool), "pool_domains": len({d.get("domain") for d in pool}),
-            "dropped_for_bfcl": sum(leaked),
+            "dropped_for_bfcl": sum(leaked), "skipped_too_long": len(too_long),
             "dropped_domains": sorted({str(d.get("domain")) for d, bad in zip(pool, leaked, strict=True) if bad}),
             "demonstrations": len(demos), "domains": len({d.get("domain") for d in demos}), "samples": len(samples),
             "steps": len(samples) // config.sft_batch, "target_tokens": sum(s.trainable_tokens for s in samples),
@@ -283,7 +299,8 @@ def run_transfer(config: TransferConfig, console: Console | None = None) -> dict
         steps = report["arms"][arm]["steps"]
         losses = supervised_fine_tune(model, selected[arm], steps=steps, batch_size=config.sft_batch,
                                       learning_rate=config.learning_rate, pad_token_id=_pad_id(tokenizer),
-                                      seed=config.sft_seed, console=console)
+                                      seed=config.sft_seed, micro_batch_size=config.sft_micro_batch,
+                                      console=console)
         report["arms"][arm].update({"losses": [round(x, 4) for x in losses],
                                     "sft_s": round(time.perf_counter() - clock, 1)})
         measure(arm, model)
@@ -361,12 +378,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-turns", type=int, default=6)
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--max-train-tokens", type=int, default=2048,
+                        help="skip training conversations with a sample longer than this (SFT memory), in every arm")
     args = parser.parse_args(argv)
     config = TransferConfig(model=args.model, seed=args.seed, domains=args.domains,
                             tasks_per_domain=args.tasks_per_domain, token_budget=args.token_budget,
                             sft_batch=args.sft_batch, eval_sets=default_eval_sets(args.eval_tasks, args.multi_turn),
                             max_new_tokens=args.max_new_tokens, max_turns=args.max_turns,
-                            arms=args.arms.split(","), threads=args.threads, output_dir=args.out)
+                            arms=args.arms.split(","), threads=args.threads, output_dir=args.out,
+                            max_train_tokens=args.max_train_tokens)
     try:
         report = run_transfer(config)
     except ValueError as exc:

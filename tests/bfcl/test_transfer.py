@@ -36,6 +36,17 @@ def test_select_to_budget_reaches_the_budget_in_whole_batches_and_says_when_it_c
         select_to_budget(pool, count, 200, 3, seed=0)
 
 
+def test_select_to_budget_skips_what_count_gives_no_samples() -> None:
+    """The driver's memory cap: a conversation too long to train on is counted as no samples and never taken."""
+    pool = [{"id": i} for i in range(10)]
+
+    def count(demo: dict[str, int]) -> tuple[list[str], int]:
+        return ([], 0) if demo["id"] % 2 else ([f"s{demo['id']}"], 10)
+
+    demos, samples = select_to_budget(pool, count, budget=20, batch=2, seed=0)
+    assert len(demos) == len(samples) == 2 and all(d["id"] % 2 == 0 for d in demos)
+
+
 @pytest.mark.slow
 def test_the_driver_trains_each_arm_on_equal_clean_tokens_and_pairs_it_with_the_base(tmp_path: Path) -> None:
     # Two domains of the committed older data, one of them with BFCL's `cancel_order` as a tool: it must be dropped.
