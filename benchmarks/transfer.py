@@ -78,10 +78,10 @@ class TransferConfig(BaseModel):
     max_new_tokens: int = 96
     max_turns: int = 6
     max_sequence_tokens: int = 4096
-    max_train_tokens: int = Field(2048, ge=64, description=(
+    max_train_tokens: int = Field(8192, ge=64, description=(
         "conversations with a token sample longer than this are not trained on, in every arm alike: SFT's "
-        "activation memory grows about 1.2 MB a token on SmolLM2-135M, and 6k-token conversations in micro-batches "
-        "of 2 took 18.9 GB"))
+        "activation memory grows about 1.2 MB a token on SmolLM2-135M (two 6k-token conversations in one "
+        "micro-batch took 18.9 GB); with micro-batches of 1 an 8k sample needs about 10 GB"))
     sft_micro_batch: int = Field(1, ge=1, description="samples per forward/backward inside an SFT batch (memory)")
     bootstrap: int = 2000
     threads: int = 1
@@ -378,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-turns", type=int, default=6)
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--max-train-tokens", type=int, default=2048,
+    parser.add_argument("--max-train-tokens", type=int, default=8192,
                         help="skip training conversations with a sample longer than this (SFT memory), in every arm")
     args = parser.parse_args(argv)
     config = TransferConfig(model=args.model, seed=args.seed, domains=args.domains,
