@@ -212,11 +212,15 @@ def hostile_client(attack: Callable[[], str], stop: threading.Event, tally: Tall
         time.sleep(HOSTILE_PAUSE_S)
 
 
-def hostile_process(url: str, token: str, hostile: int, stop: Any, out: Any) -> None:
+def hostile_process(url: str, token: str, hostile: int, stop: Any, out: Any, names: tuple[str, ...] = (),
+                    nice: int = 0) -> None:
     """The hostile clients, in a process of their own: their threads must not take the valid clients' GIL (which
-    would count client-side waits as server latency)."""
+    would count client-side waits as server latency). `names` picks attacks (all when empty); `nice` lowers the
+    process's CPU priority."""
+    if nice:
+        os.nice(nice)
     tally, stop_threads = Tally(), threading.Event()
-    attacks = Attacks(url, token).all()
+    attacks = [a for a in Attacks(url, token).all() if not names or a.__name__ in names]
     threads = [threading.Thread(target=hostile_client, args=(attacks[i % len(attacks)], stop_threads, tally),
                                 daemon=True) for i in range(hostile)]
     for thread in threads:
@@ -243,7 +247,7 @@ def p99_ms(latencies: list[float]) -> float:
 
 
 def run_phase(server: Server, token: str, valid: int, hostile: int, seconds: float, sample_s: float,
-              progress: Progress, label: str) -> dict[str, Any]:
+              progress: Progress, label: str, attacks: tuple[str, ...] = (), nice: int = 0) -> dict[str, Any]:
     import multiprocessing
 
     tally, stop = Tally(), threading.Event()
@@ -251,7 +255,8 @@ def run_phase(server: Server, token: str, valid: int, hostile: int, seconds: flo
                for i in range(valid)]
     context = multiprocessing.get_context("spawn")
     stop_hostile, hostile_out = context.Event(), context.Queue()
-    attacker = context.Process(target=hostile_process, args=(server.url, token, hostile, stop_hostile, hostile_out))
+    attacker = context.Process(target=hostile_process, args=(server.url, token, hostile, stop_hostile, hostile_out,
+                                                                  attacks, nice))
     if hostile:
         attacker.start()
     for thread in threads:
@@ -347,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--env", default="calculator")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--sample-s", type=float, default=5.0, help="RSS sampling interval")
+    p.add_argument("--attacks", default="", help="comma-separated attack names (default: all of them)")
+    p.add_argument("--hostile-nice", type=int, default=0,
+                   help="nice value of the hostile process (attackers elsewhere cost the server's cores nothing)")
     p.add_argument("--out", default=None, help="write the Markdown report here (e.g. docs/results/soak.md)")
     args = p.parse_args(argv)
     valid = args.clients - args.hostile
@@ -358,7 +366,8 @@ def main(argv: list[str] | None = None) -> int:
         with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                       transient=False, disable=not sys.stderr.isatty()) as progress:
             baseline = run_phase(server, token, valid, 0, args.baseline_s, args.sample_s, progress, "baseline")
-            soak = run_phase(server, token, valid, args.hostile, 60 * args.minutes, args.sample_s, progress, "soak")
+            soak = run_phase(server, token, valid, args.hostile, 60 * args.minutes, args.sample_s, progress, "soak",
+                             tuple(a for a in args.attacks.split(",") if a), args.hostile_nice)
     finally:
         server.stop()
     result = {

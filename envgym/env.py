@@ -63,6 +63,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, SupportsFloat
 
@@ -89,6 +90,10 @@ from envgym.world.state import WorldState
 from envgym.world.tools import FaultLedger, ResultLog, ToolErrorKind, ToolResult, resolve_python
 
 _log = logging.getLogger(__name__)
+
+
+def _no_episode() -> WorldState:
+    raise RuntimeError("no episode has begun: call reset() first")
 
 
 class ToolWorldEnv(gym.Env[str, Any]):
@@ -165,7 +170,7 @@ class ToolWorldEnv(gym.Env[str, Any]):
         self.user: UserSimulator | None = None
         self.messages: list[dict[str, Any]] = []
         self.tool_results = ResultLog()
-        self.calls = ToolCallLog(self._write_tools, self._target_state)
+        self.calls = ToolCallLog(self._write_tools, _no_episode)
         self.steps = 0
         # The episode's tool RNG is seeded from np_random at reset but built on first use: seeding a Mersenne
         # Twister costs as much as the rest of retail's world copy, and most episodes never draw from it.
@@ -199,7 +204,9 @@ class ToolWorldEnv(gym.Env[str, Any]):
         self.user = self._make_user(self.task)
         self.steps = 0
         self.tool_results = ResultLog()
-        self.calls = ToolCallLog(self._write_tools, self._target_state)
+        # Not a bound method of self: the log would hold the env in a reference cycle, and a closed env would wait
+        # for the cyclic collector instead of being freed at once (an env server closes thousands).
+        self.calls = ToolCallLog(self._write_tools, partial(self.security.target_state, self.task))
         self._done = False
         self._started = time.perf_counter()
         self.messages = [
@@ -351,10 +358,6 @@ class ToolWorldEnv(gym.Env[str, Any]):
         if self._rng is None:
             self._rng = random.Random(self._rng_seed)
         return self._rng
-
-    def _target_state(self) -> WorldState:
-        assert self.task is not None
-        return self.security.target_state(self.task)
 
     def _goal_reached(self) -> bool:
         """Whether the episode's reward would be 1.0 now (the scripted user's cue to stop)."""

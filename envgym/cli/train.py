@@ -35,7 +35,7 @@ def cmd_recipe(args: argparse.Namespace) -> int:
     except (ValueError, yaml.YAMLError) as exc:
         raise CliError(str(exc)) from None
     try:
-        report = run_recipe(recipe, console=stderr)
+        report = run_recipe(recipe, console=stderr, resume=args.resume)
     except ValueError as exc:  # the recipe asks for what cannot be made (too few tasks, bad GRPO fields)
         raise CliError(str(exc)) from None
     summary = {"output_dir": str(Path(recipe.grpo.get("output_dir", f"runs/{recipe.name}"))),
@@ -102,6 +102,8 @@ def register(subparsers: Any) -> None:
         help="override one GRPOConfig field (YAML value), e.g. --set max_steps=10; in a recipe a dotted "
         "key, e.g. --set grpo.seed=1 --set minutes=5",
     )
+    parser.add_argument("--resume", action="store_true",
+                        help="recipes: go on from what a killed run left in its output folder (report, checkpoint)")
     parser.add_argument("--evaluate", action="store_true", help="greedy held-out success before and after")
     parser.add_argument("--generation", choices=["local", "server"],
                         help="sample in-process (local) or on an inference server (server; needs --server-url)")

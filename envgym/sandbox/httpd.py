@@ -303,7 +303,7 @@ class HttpServer:
                 self._buffered -= reserved
                 raise
             try:
-                if call.inline:
+                if call.inline and len(body) <= limits.inline_body_bytes:
                     result = call.run(body)
                 else:
                     result = await asyncio.get_running_loop().run_in_executor(self._pool, call.run, body)

@@ -39,6 +39,9 @@ class ServerLimits:
         max_buffered_body_bytes: request bodies held by the server at once, all connections together (announced
             Content-Lengths, from the head until the handler is done). A body that would pass it gets 429
             `BudgetExceeded` before any of it is read: 60 connections each sending just under the cap took +460 MB.
+        inline_body_bytes: a request whose body is larger runs on a handler thread even where its route is quick
+            enough for the event loop: parsing and hashing a megabyte action there held every other connection
+            of the process for milliseconds (benchmarks/soak.py).
     """
 
     max_connections: int | None = None
@@ -56,6 +59,7 @@ class ServerLimits:
     connection_memory_share: float = 0.125
     body_deadline_s: float = 120.0
     max_buffered_body_bytes: int = 512 << 20
+    inline_body_bytes: int = 64 << 10
 
     def connection_budget(self) -> int:
         """Connections this process may hold: `max_connections` (None: no bound of its own), lowered to the file

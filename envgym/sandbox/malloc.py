@@ -50,8 +50,8 @@ def release_free_memory() -> bool:
     Blocks under the mmap threshold (dicts, strings and lists of a few kilobytes: sessions, bodies, answers) are
     carved from arenas that only ever shrink from their top; pages freed in their middle stay resident. Under the
     soak a worker's arenas crept up by about 2.5 MB a minute while what they held stayed at 25 to 32 MB. Called
-    after a session sweep (`HeapKeeper.sweep`), when many sessions' memory has just been freed: measured 1 to 45 ms,
-    run without the GIL.
+    by `HeapKeeper` on a thread of its own each time many sessions have closed: measured 1 to 90 ms, run without
+    the GIL (a request waiting on it would wait that long).
     """
     libc = _glibc()
     return bool(libc.malloc_trim(0)) if libc is not None else False

@@ -234,9 +234,41 @@ def evaluate_tasks(trainer: Any, envs: Sequence[Any], task_ids: Sequence[str], s
     return out
 
 
+def _resumable(out: Path, recipe: Recipe) -> dict[str, Any]:
+    """The report a killed run of `recipe` left in `out`, checked to be the same experiment: every field but the
+    GRPO budget (`minutes`, `grpo.max_steps`) must match, or resuming would pair evaluations of two experiments."""
+    path = out / "report.json"
+    if not path.exists():
+        raise ValueError(f"--resume: {path} does not exist (nothing to resume; run without --resume)")
+    report = json.loads(path.read_text())
+
+    def comparable(data: dict[str, Any]) -> dict[str, Any]:
+        grpo = {k: v for k, v in data.get("grpo", {}).items() if k not in ("max_steps", "resume_from")}
+        return {**{k: v for k, v in data.items() if k not in ("minutes", "grpo")}, "grpo": grpo}
+
+    then, now = comparable(report.get("recipe", {})), comparable(recipe.model_dump())
+    differ = sorted(k for k in then.keys() | now.keys() if then.get(k) != now.get(k))
+    if differ:
+        raise ValueError(f"--resume: {path} was written by another recipe (differs in: {', '.join(differ)})")
+    if "b" not in report.get("evaluations", {}):
+        raise ValueError(f"--resume: {path} has no evaluation after the warm start; run again without --resume")
+    report["recipe"] = recipe.model_dump()
+    return report
+
+
+def _metric_rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
 def run_recipe(recipe: Recipe, console: Console | None = None,
-               trainer_factory: Callable[[GRPOConfig], Any] | None = None) -> dict[str, Any]:
-    """Run `recipe` end to end (see the module docstring) and return its report (also written as report.json)."""
+               trainer_factory: Callable[[GRPOConfig], Any] | None = None, resume: bool = False) -> dict[str, Any]:
+    """Run `recipe` end to end (see the module docstring) and return its report (also written as report.json).
+
+    With `resume`, a run that was killed (or stopped after GRPO, before its last evaluation) goes on from what it
+    left in the output folder: the warm start and evaluation (b) are taken from its report.json, the weights from
+    its newest checkpoint; GRPO goes on while its budget lasts (`minutes` counted over the steps already in
+    metrics.jsonl, or `grpo.max_steps`), then evaluation (c) runs. The GRPO sampling stream after the checkpoint is
+    not the one the killed run would have drawn (its random state is not saved)."""
     from envgym.train.policy import load_policy
     from envgym.train.sft import conversation_samples, supervised_fine_tune
     from envgym.train.trainer import GRPOTrainer, make_env
@@ -246,7 +278,9 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
     torch.set_num_threads(recipe.threads)
     out = Path(recipe.grpo.get("output_dir", f"runs/{recipe.name}"))
     out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.jsonl").unlink(missing_ok=True)  # the curve shows this run only
+    previous = _resumable(out, recipe) if resume else None
+    if previous is None:
+        (out / "metrics.jsonl").unlink(missing_ok=True)  # the curve shows this run only
     started = time.perf_counter()
     kinds = tuple(recipe.env.kinds)
     ((env_id, suite, _),) = _synth_suites(recipe.env.seed, 1, recipe.env.tasks, kinds, recipe.env.heldout,
@@ -274,9 +308,10 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
     others = {spec.key(): eval_set_tasks(spec) for spec in recipe.evaluate}
     if len(others) != len(recipe.evaluate):
         raise ValueError(f"recipe {recipe.name}: two evaluate entries share the name; give each a label")
-    report: dict[str, Any] = {"recipe": recipe.model_dump(), "env_id": env_id, "suite": suite,
-                              "transfer": [{"env_id": eid, "source": s["source"], "tasks": held}
-                                           for eid, s, held in transfer], "evaluations": {}, "per_task": {}}
+    report: dict[str, Any] = previous or {
+        "recipe": recipe.model_dump(), "env_id": env_id, "suite": suite,
+        "transfer": [{"env_id": eid, "source": s["source"], "tasks": held} for eid, s, held in transfer],
+        "evaluations": {}, "per_task": {}}
 
     def measure(label: str) -> None:
         clock = time.perf_counter()
@@ -296,9 +331,11 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
         line = ", ".join(f"{k} {sum(v)}/{len(v)}" for k, v in results.items())
         console.print(f"[bold]{label}[/]: {line}")
 
-    if recipe.evaluate_base:
+    if previous is not None:
+        _resume_grpo(trainer, out, recipe, console)
+    if previous is None and recipe.evaluate_base:
         measure("a")
-    if recipe.warm_start is not None and recipe.warm_start.steps > 0:
+    if previous is None and recipe.warm_start is not None and recipe.warm_start.steps > 0:
         w = recipe.warm_start
         clock = time.perf_counter()
         demos = fair_demonstrations(Path(trainer.envs[0].unwrapped.data.directory), trainer.train_tasks)
@@ -310,9 +347,13 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
         report["warm_start"] = {"demonstrations": len(demos), "samples": len(samples),
                                 "losses": [round(x, 4) for x in losses],
                                 "seconds": round(time.perf_counter() - clock, 1)}
-    measure("b")
-    rows = trainer.train(max_seconds=recipe.minutes * 60)
+    if previous is None:
+        measure("b")
+    spent = sum(r["step_s"] for r in _metric_rows(out / "metrics.jsonl"))  # 0 unless resumed
+    if previous is None or (trainer.step < trainer.config.max_steps and spent < recipe.minutes * 60):
+        trainer.train(max_seconds=recipe.minutes * 60 - spent)
     measure("c")
+    rows = _metric_rows(out / "metrics.jsonl")  # every step of the run, before a resume included
     steps = [r["step_s"] for r in rows]
     report["grpo"] = {"steps": len(rows), "updates": sum(int(r["updated"]) for r in rows),
                       "step_s_median": sorted(steps)[len(steps) // 2] if steps else None,
@@ -322,6 +363,18 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
     _write(out, report)
     (out / "results.md").write_text(results_markdown(report))
     return report
+
+
+def _resume_grpo(trainer: Any, out: Path, recipe: Recipe, console: Console) -> None:
+    """Load the newest checkpoint of `out` into `trainer` (none: GRPO had not saved one; it starts from the warm
+    start again, which the killed run's report does not hold, so that is refused)."""
+    from envgym.train.checkpoints import CHECKPOINT_PREFIX
+
+    if not any(out.glob(f"{CHECKPOINT_PREFIX}*")):
+        raise ValueError(f"--resume: {out} has no {CHECKPOINT_PREFIX}* folder: the warm-started weights were not "
+                         "saved before the run stopped; run again without --resume")
+    path = trainer.load_checkpoint("latest")
+    console.print(f"resumed from {path} (GRPO step {trainer.step}, policy version {trainer.version})")
 
 
 def _write(out: Path, report: dict[str, Any]) -> None:

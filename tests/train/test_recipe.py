@@ -110,3 +110,43 @@ def test_envgym_train_runs_a_recipe_and_seeds_change_only_the_grpo_stream(
     assert first["warm_start"]["losses"] == second["warm_start"]["losses"]
     assert first["per_task"]["all"]["b"] == second["per_task"]["all"]["b"]
     assert (first["recipe"]["grpo"]["seed"], second["recipe"]["grpo"]["seed"]) == (0, 1)
+
+
+@pytest.mark.slow
+def test_a_killed_recipe_resumes_from_its_report_and_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run killed after GRPO's checkpoint, before evaluation (c), goes on with `--resume`: (b) and the warm start
+    are kept, GRPO continues from the checkpoint up to its budget with no step twice, and (c) is measured."""
+    recipe = {"name": "tiny", "env": {"seed": 1, "tasks": 150, "heldout": 4}, "warm_start": {"steps": 1, "batch": 2},
+              "minutes": 10, "bootstrap": 100,
+              "grpo": {"model": "tiny-random", "group_size": 2, "tasks_per_step": 1, "max_steps": 1,
+                       "max_turns": 2, "max_new_tokens": 8, "temperature": 1.0}}
+    path, out = tmp_path / "tiny.yaml", tmp_path / "run"
+    path.write_text(yaml.safe_dump(recipe))
+    # Nothing to resume yet: a one-line error, not a fresh run.
+    assert main(["train", str(path), "--resume", "--set", f"grpo.output_dir={out}"]) == 2
+    assert "nothing to resume" in capsys.readouterr().err
+    assert main(["train", str(path), "--set", f"grpo.output_dir={out}"]) == 0
+    first = json.loads((out / "report.json").read_text())
+    killed = {**first, "evaluations": {"b": first["evaluations"]["b"]},
+              "per_task": {k: {"b": v["b"]} for k, v in first["per_task"].items()}}
+    for key in ("paired", "grpo", "wall_s"):
+        killed.pop(key)
+    (out / "report.json").write_text(json.dumps(killed))  # what a kill during evaluation (c) leaves
+
+    assert main(["train", str(path), "--resume", "--set", f"grpo.output_dir={out}", "--set", "grpo.max_steps=2"]) == 0
+    resumed = json.loads((out / "report.json").read_text())
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1]  # step 0 from the first run, step 1 after the checkpoint
+    assert resumed["grpo"]["steps"] == 2 and resumed["recipe"]["grpo"]["max_steps"] == 2
+    assert resumed["warm_start"] == first["warm_start"]
+    assert resumed["per_task"]["train_domain"]["b"] == first["per_task"]["train_domain"]["b"]
+    assert set(resumed["evaluations"]) == {"b", "c"} and (out / "checkpoint-000002").exists()
+
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump({**recipe, "env": {**recipe["env"], "heldout": 3}}))
+    capsys.readouterr()
+    # Another experiment's report is not paired with this one.
+    assert main(["train", str(other), "--resume", "--set", f"grpo.output_dir={out}"]) == 2
+    assert "differs in: env" in capsys.readouterr().err
