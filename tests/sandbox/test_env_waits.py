@@ -117,3 +117,31 @@ def test_remote_env_decodes_non_finite_rewards_and_names_a_missing_field() -> No
     assert decode_reset(b'{"observation":"o","info":{}}') == ("o", {})
     with pytest.raises(ValidationError, match="terminated"):
         decode_step(b'{"observation":1,"reward":0.0,"truncated":false,"info":{},"extra":1}')
+
+
+def test_a_large_action_is_parsed_and_stepped_off_the_event_loop(
+    server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A megabyte action parsed and hashed on the event loop held every other connection of the worker for
+    milliseconds (docs/results/soak_latency.md): a body over `ServerLimits.inline_body_bytes` runs on a handler
+    thread even for a quick environment, while small steps stay on the loop."""
+    from envgym.env import ToolWorldEnv
+    from envgym.sandbox.limits import ServerLimits
+
+    threads: list[tuple[int, str]] = []
+    step = ToolWorldEnv.step
+
+    def recording(self: ToolWorldEnv, action: Any) -> Any:
+        threads.append((len(str(action)), threading.current_thread().name))
+        return step(self, action)
+
+    monkeypatch.setattr(ToolWorldEnv, "step", recording)
+    env = RemoteEnv(server, "envgym/calculator-v0", token=TOKEN)
+    env.reset(seed=0)
+    large = "x" * (ServerLimits().inline_body_bytes + 1)
+    for action in ("hello", large, "hello", large):
+        env.step(action)
+    env.close()
+    (_, small_a), (_, big_a), (_, small_b), (_, big_b) = threads
+    assert small_a == small_b  # the event loop's thread, both times
+    assert small_a not in (big_a, big_b), threads
