@@ -228,9 +228,30 @@ class Evaluator:
 # ---------------------------------------------------------------------------------------------------- the run
 
 
-def run_transfer(config: TransferConfig, console: Console | None = None) -> dict[str, Any]:
+# What an arm's data must match for its earlier evaluation to be reused by `--resume`.
+_ARM_IDENTITY = ("demonstrations", "samples", "steps", "target_tokens", "all_tokens")
+
+
+def _resumable(out: Path, config: TransferConfig) -> dict[str, Any]:
+    """The report an interrupted run of `config` left in `out`; refused when it was another configuration."""
+    path = out / "report.json"
+    if not path.exists():
+        raise ValueError(f"--resume: {path} does not exist (nothing to resume; run without --resume)")
+    previous = json.loads(path.read_text())
+    then, now = previous.get("config", {}), config.model_dump()
+    differ = sorted(k for k in then.keys() | now.keys() if then.get(k) != now.get(k) and k != "threads")
+    if differ:
+        raise ValueError(f"--resume: {path} was written with another configuration (differs in: {', '.join(differ)})")
+    return dict(previous)
+
+
+def run_transfer(config: TransferConfig, console: Console | None = None, resume: bool = False) -> dict[str, Any]:
     """Build, check and select every arm's data, evaluate the base model, SFT and evaluate each arm; returns the
-    report (also `report.json`, rewritten after each stage, and `results.md`)."""
+    report (also `report.json`, rewritten after each stage, and `results.md`).
+
+    With `resume`, an interrupted run goes on: the arms' data are built again (deterministic; an arm whose counts
+    differ from the report's is an error), and every model already evaluated in the report (the base, an arm after
+    its SFT) is kept rather than trained and played again, so a run of hours can be finished in parts."""
     import torch
 
     from envgym.train.policy import load_policy
@@ -241,8 +262,12 @@ def run_transfer(config: TransferConfig, console: Console | None = None) -> dict
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    previous = _resumable(out, config) if resume else {}
     report: dict[str, Any] = {"config": config.model_dump(), "load_start": list(os.getloadavg()), "arms": {},
                               "evaluations": {}, "per_task": {}}
+    if previous:
+        report["resumed"] = previous.get("resumed", 0) + 1
+        report["load_start"] = previous.get("load_start")
     vocabulary = bfcl_vocabulary()
     _, tokenizer = load_policy(config.model, config.policy_seed)
     selected: dict[str, list[Any]] = {}
@@ -273,12 +298,33 @@ def run_transfer(config: TransferConfig, console: Console | None = None) -> dict
             "demonstrations": len(demos), "domains": len({d.get("domain") for d in demos}), "samples": len(samples),
             "steps": len(samples) // config.sft_batch, "target_tokens": sum(s.trainable_tokens for s in samples),
             "all_tokens": sum(len(s.token_ids) for s in samples), "build_s": round(time.perf_counter() - clock, 1)}
+        before = previous.get("arms", {}).get(arm)
+        if before is not None:
+            changed = [k for k in _ARM_IDENTITY if before.get(k) != report["arms"][arm][k]]
+            if changed:
+                raise ValueError(f"--resume: arm {arm}'s data differ from the report's ({', '.join(changed)})")
+            for key in ("losses", "sft_s"):
+                if key in before:
+                    report["arms"][arm][key] = before[key]
         console.print(f"[bold]{arm}[/]: {report['arms'][arm]}")
     report["token_budget"] = config.token_budget
     _write(out, report)
 
     evaluator = Evaluator(config)
     report["eval_tasks"] = evaluator.task_ids()
+    if previous and previous.get("eval_tasks", report["eval_tasks"]) != report["eval_tasks"]:
+        raise ValueError("--resume: the evaluation tasks differ from the report's")
+
+    def done(name: str) -> bool:
+        """Whether `name` was evaluated by the run being resumed; if so its results are carried over."""
+        if name not in previous.get("evaluations", {}):
+            return False
+        report["evaluations"][name] = previous["evaluations"][name]
+        for key, runs in previous.get("per_task", {}).items():
+            if name in runs:
+                report["per_task"].setdefault(key, {})[name] = runs[name]
+        console.print(f"[bold]{name}[/]: evaluated before, kept")
+        return True
 
     def measure(name: str, model: Any) -> None:
         clock = time.perf_counter()
@@ -290,10 +336,13 @@ def run_transfer(config: TransferConfig, console: Console | None = None) -> dict
             report["per_task"].setdefault(key, {})[name] = values
         _write(out, report)
 
-    base, _ = load_policy(config.model, config.policy_seed)
-    measure("base", base)
-    del base
+    if not done("base"):
+        base, _ = load_policy(config.model, config.policy_seed)
+        measure("base", base)
+        del base
     for arm in config.arms:
+        if done(arm):
+            continue
         model, _ = load_policy(config.model, config.policy_seed)
         clock = time.perf_counter()
         steps = report["arms"][arm]["steps"]
@@ -380,6 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--max-train-tokens", type=int, default=8192,
                         help="skip training conversations with a sample longer than this (SFT memory), in every arm")
+    parser.add_argument("--resume", action="store_true",
+                        help="go on from the report.json an interrupted run with the same flags left in --out")
     args = parser.parse_args(argv)
     config = TransferConfig(model=args.model, seed=args.seed, domains=args.domains,
                             tasks_per_domain=args.tasks_per_domain, token_budget=args.token_budget,
@@ -388,7 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             arms=args.arms.split(","), threads=args.threads, output_dir=args.out,
                             max_train_tokens=args.max_train_tokens)
     try:
-        report = run_transfer(config)
+        report = run_transfer(config, resume=args.resume)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ from benchmarks.transfer import (
     ARMS,
     OLDER_DATA,
     EvalSpec,
+    Evaluator,
     TransferConfig,
     read_demos,
     run_transfer,
@@ -48,7 +49,9 @@ def test_select_to_budget_skips_what_count_gives_no_samples() -> None:
 
 
 @pytest.mark.slow
-def test_the_driver_trains_each_arm_on_equal_clean_tokens_and_pairs_it_with_the_base(tmp_path: Path) -> None:
+def test_the_driver_trains_each_arm_on_equal_clean_tokens_and_pairs_it_with_the_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Two domains of the committed older data, one of them with BFCL's `cancel_order` as a tool: it must be dropped.
     older = [d for d in read_demos(OLDER_DATA) if d["domain"] in {"air_quality_stations", "equity_orders"}]
     write_demos(tmp_path / "older.jsonl.gz", older)
@@ -77,3 +80,19 @@ def test_the_driver_trains_each_arm_on_equal_clean_tokens_and_pairs_it_with_the_
     assert report["paired"]["retail+travel"]["broad - base"]["tasks"] == 2
     saved = json.loads((tmp_path / "report.json").read_text())
     assert saved["eval_tasks"] == report["eval_tasks"] and (tmp_path / "results.md").read_text().count("\n|") > 8
+
+    # Killed during the last arm: --resume trains and plays only that arm, and keeps the rest as it was.
+    killed = {**saved, "evaluations": {k: v for k, v in saved["evaluations"].items() if k != "older"},
+              "per_task": {k: {m: r for m, r in v.items() if m != "older"} for k, v in saved["per_task"].items()}}
+    killed["arms"]["older"].pop("losses")
+    (tmp_path / "report.json").write_text(json.dumps(killed))
+    played: list[int] = []
+    run = Evaluator.run
+    monkeypatch.setattr(Evaluator, "run", lambda self, *a, **k: played.append(1) or run(self, *a, **k))
+    resumed = run_transfer(config, resume=True)
+    assert len(played) == 1 and resumed["resumed"] == 1
+    assert resumed["per_task"] == report["per_task"]  # the same seeds and weights: the same greedy results
+    assert resumed["arms"]["broad"]["losses"] == report["arms"]["broad"]["losses"]
+    assert resumed["arms"]["older"]["losses"] == report["arms"]["older"]["losses"]
+    with pytest.raises(ValueError, match="differs in: token_budget"):
+        run_transfer(config.model_copy(update={"token_budget": 151}), resume=True)
