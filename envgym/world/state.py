@@ -45,6 +45,11 @@ class WorldState:
 
     tables: dict[str, dict[str, Record]]
     resources: dict[str, Any] = field(default_factory=dict)
+    # The last hash: (entity names, the tables' canonical texts, digest). A read-only table hands back the very
+    # same text object until a record of it is handed out (`Table.canonical_json`), and strings never change, so
+    # the same names and the same text objects mean the same digest. Kept across `copy` (forks of a read-only
+    # table find the same texts), never pickled.
+    _digest: tuple[tuple[str, ...], tuple[str, ...], str] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.tables = {e: t if isinstance(t, Table) else Table(t) for e, t in self.tables.items()}
@@ -91,24 +96,48 @@ class WorldState:
 
     def copy(self) -> WorldState:
         """An independent state with the same records, made without copying them (see `Table`)."""
-        return WorldState({e: fork_table(t) for e, t in self.tables.items()})
+        forked = WorldState({e: fork_table(t) for e, t in self.tables.items()})
+        forked._digest = self._digest
+        return forked
 
     # Resources are process-local handles (a sandbox, a client, a finalizer): pickles and deep copies carry the
     # data only, as `copy` does, and whoever needs a resource acquires its own.
     def __getstate__(self) -> dict[str, Any]:
-        return {"tables": self.tables, "resources": {}}
+        return {"tables": self.tables, "resources": {}, "_digest": None}
+
+    def _table_texts(self) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """(sorted entity names, each table's canonical text), or None when a table is not a `Table`."""
+        tables = self.tables
+        if not all(type(e) is str and isinstance(t, Table) for e, t in tables.items()):
+            return None
+        names = tuple(sorted(tables))
+        return names, tuple(tables[e].canonical_json() for e in names)  # type: ignore[attr-defined]
+
+    @staticmethod
+    def _join(names: tuple[str, ...], texts: tuple[str, ...]) -> str:
+        return "{" + ",".join(f"{CANONICAL.encode(e)}:{t}" for e, t in zip(names, texts, strict=True)) + "}"
 
     def canonical_json(self) -> str:
         """The tables as JSON with sorted keys, no spaces and unicode as is (`table.CANONICAL`)."""
-        tables = self.tables
-        if not all(type(e) is str and isinstance(t, Table) for e, t in tables.items()):
-            return CANONICAL.encode(self.plain())
-        parts = (f"{CANONICAL.encode(e)}:{tables[e].canonical_json()}" for e in sorted(tables))  # type: ignore[attr-defined]
-        return "{" + ",".join(parts) + "}"
+        parts = self._table_texts()
+        return CANONICAL.encode(self.plain()) if parts is None else self._join(*parts)
 
     def hash(self) -> str:
-        """sha256 of the canonical JSON of all tables: equal for equal data, whatever the insertion order."""
-        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+        """sha256 of the canonical JSON of all tables: equal for equal data, whatever the insertion order.
+
+        The scripted user, the per-call rewards and `info` ask for it after every turn, mostly of a world that no
+        turn changed: then every table hands back the text it gave last time and the digest is not computed again.
+        """
+        parts = self._table_texts()
+        if parts is None:
+            return hashlib.sha256(CANONICAL.encode(self.plain()).encode()).hexdigest()
+        names, texts = parts
+        memo = self._digest
+        if memo is not None and memo[0] == names and all(a is b for a, b in zip(memo[1], texts, strict=True)):
+            return memo[2]
+        digest = hashlib.sha256(self._join(names, texts).encode()).hexdigest()
+        self._digest = (names, texts, digest)
+        return digest
 
     def diff(self, other: WorldState) -> list[Change]:
         """Changes that turn `self` into `other`, sorted by entity, key and field."""

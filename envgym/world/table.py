@@ -45,11 +45,14 @@ class Table(dict[str, Record]):
     readers that never write (hashing, diffs, read-only tools).
     """
 
-    __slots__ = ("_owned", "_texts", "_whole")
+    __slots__ = ("_owned", "_text", "_texts", "_whole")
 
     def __init__(self, records: dict[str, Record] | None = None, owned: bool = True):
         super().__init__(records or {})
         self._owned: set[str] = set(self) if owned else set()
+        # This table's canonical text while no record is owned: every way a record is handed out or the keys
+        # change (`_own`, `__setitem__`, `__delitem__`, `clear`) drops it.
+        self._text: str | None = None
         # Canonical texts, shared by every fork of this table: id(record) -> (record, key, "key:record") and
         # (keys, record ids) -> (records, table text). Shared records are never changed in place, so a text holds
         # as long as its entry keeps the records (and so their ids) alive.
@@ -60,6 +63,7 @@ class Table(dict[str, Record]):
         record = copy_record(record)
         dict.__setitem__(self, key, record)
         self._owned.add(key)
+        self._text = None
         return record
 
     def _own_all(self) -> None:
@@ -82,10 +86,12 @@ class Table(dict[str, Record]):
     def __setitem__(self, key: str, record: Record) -> None:
         dict.__setitem__(self, key, record)
         self._owned.add(key)
+        self._text = None
 
     def __delitem__(self, key: str) -> None:
         dict.__delitem__(self, key)
         self._owned.discard(key)
+        self._text = None
 
     def pop(self, key: str, *default: Any) -> Any:
         if key not in self:
@@ -110,6 +116,7 @@ class Table(dict[str, Record]):
     def clear(self) -> None:
         dict.clear(self)
         self._owned.clear()
+        self._text = None
 
     def values(self) -> Any:
         self._own_all()
@@ -163,12 +170,15 @@ class Table(dict[str, Record]):
         child = Table.__new__(Table)
         dict.update(child, dict.items(self))
         child._owned = set()
+        child._text = self._text  # None unless computed since the last record was handed out: still true
         child._texts, child._whole = self._texts, self._whole
         return child
 
     def canonical_json(self) -> str:
         """`CANONICAL.encode(dict(table))`, without encoding again what other forks of the table already encoded."""
         texts, whole_texts, owned = self._texts, self._whole, self._owned
+        if not owned and self._text is not None:
+            return self._text
         for cache, limit in ((texts, RECORD_TEXTS_LIMIT), (whole_texts, TABLE_TEXTS_LIMIT)):
             if len(cache) > limit:
                 cache.clear()
@@ -177,7 +187,8 @@ class Table(dict[str, Record]):
         # A table that shares all its records is read only: its text is cached under its keys and record ids.
         whole = None if owned else (keys, tuple(map(id, records)))
         if whole is not None and whole in whole_texts:
-            return whole_texts[whole][1]
+            self._text = whole_texts[whole][1]
+            return self._text
         if not all(type(k) is str for k in keys):
             return CANONICAL.encode(dict(zip(keys, records, strict=True)))
         parts = []
@@ -192,6 +203,7 @@ class Table(dict[str, Record]):
         text = "{" + ",".join(parts) + "}"
         if whole is not None:
             whole_texts[whole] = (records, text)
+            self._text = text
         return text
 
 

@@ -68,6 +68,35 @@ def test_prefix_once_and_trained_positions_only_give_the_plain_values_and_gradie
         assert (got[name] - grad).abs().max() <= 1e-5 * grad.abs().max(), name
 
 
+# Two samples that share only their first token: not worth a prefix when each micro-batch is one row.
+MIXED = [
+    _sample([1, 5, 9, 13, 17, 21, 25, 29], [([30, 31, 32], 1), ([40, 41], 0), ([50, 51, 52], 1)]),
+    _sample([1, 6, 10, 14, 18, 22, 26], [([33, 34, 35, 36], 1)]),
+]
+
+
+@pytest.mark.parametrize(("micro_batch_size", "prefix"), [(1, 0), (2, 1)])
+def test_a_short_shared_prefix_is_run_whole_on_one_row_micro_batches(micro_batch_size: int, prefix: int) -> None:
+    """Sharing 1 token of 16 and 11 would put both one-row micro-batches on the masked attention path to save
+    one position: they run whole (no mask, the fused causal kernel) and give the plain values and gradients. A
+    padded micro-batch needs the mask anyway, so there the prefix is kept."""
+    model, _ = tiny_random_policy(seed=3)
+    model.train()
+    _plain_weighted_sum(model, MIXED).backward()
+    expected = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    batches = StepBatches(MIXED, micro_batch_size, pad_token_id=0)
+    assert batches.prefix_length == prefix
+    state = batches.prefix_forward(model, grad=True)
+    for micro in batches.micro:
+        weights = torch.tensor([row + 1.0 for row in micro.rows]).unsqueeze(1)
+        (batches.logprobs(model, micro, 0.7, state) * micro.mask * weights).sum().backward()
+    state.backward()
+    for name, grad in expected.items():
+        got = dict(model.named_parameters())[name].grad
+        assert got is not None and (got - grad).abs().max() <= 1e-5 * grad.abs().max(), name
+
+
 def test_micro_batches_are_length_sorted_and_pad_little() -> None:
     batches = StepBatches(SAMPLES, 2, pad_token_id=0)
     lengths = [[len(SAMPLES[r].token_ids) for r in micro.rows] for micro in batches.micro]
