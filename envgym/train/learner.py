@@ -63,7 +63,7 @@ def _worth_sharing(samples: list[TokenSample], chunks: list[list[int]], shared: 
 
     Sharing saves (n - 1) * shared token positions. Its price: a micro-batch on top of a cached prefix needs
     an explicit attention mask (the fused causal kernel cannot offset its diagonal), and on CPU that path's
-    attention is about 2x slower than the fused kernel's at 6k tokens (fused 0.87 s, masked 1.95 s per layer,
+    attention is about 2x slower than the fused kernel's at 6k tokens (fused 0.7-0.9 s, masked 1.5-2.0 s per layer,
     forward and backward, 2 threads), about half a position's cost per token. Only one-row micro-batches pay
     it: a padded batch needs the mask either way. So with samples that share only a few tokens (SFT batches
     mixing domains: 11 of ~6,000) every sample runs whole on the fused kernel; GRPO groups sharing a long
