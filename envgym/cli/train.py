@@ -35,7 +35,7 @@ def cmd_recipe(args: argparse.Namespace) -> int:
     except (ValueError, yaml.YAMLError) as exc:
         raise CliError(str(exc)) from None
     try:
-        report = run_recipe(recipe, console=stderr, resume=args.resume)
+        report = run_recipe(recipe, console=stderr, resume=args.resume, warm_start_from=args.warm_start_from)
     except ValueError as exc:  # the recipe asks for what cannot be made (too few tasks, bad GRPO fields)
         raise CliError(str(exc)) from None
     summary = {"output_dir": str(Path(recipe.grpo.get("output_dir", f"runs/{recipe.name}"))),
@@ -104,6 +104,9 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--resume", action="store_true",
                         help="recipes: go on from what a killed run left in its output folder (report, checkpoint)")
+    parser.add_argument("--warm-start-from", metavar="DIR",
+                        help="recipes: take the warm start and its evaluation (b) from another seed's run of the "
+                        "same recipe in DIR instead of redoing them (its report.json and warm_start.pt)")
     parser.add_argument("--evaluate", action="store_true", help="greedy held-out success before and after")
     parser.add_argument("--generation", choices=["local", "server"],
                         help="sample in-process (local) or on an inference server (server; needs --server-url)")

@@ -235,6 +235,22 @@ def evaluate_tasks(trainer: Any, envs: Sequence[Any], task_ids: Sequence[str], s
     return out
 
 
+WARM_WEIGHTS = "warm_start.pt"  # the policy after the warm start, kept so that other seeds can start from it
+
+
+def recipe_differences(report: dict[str, Any], recipe: Recipe, free: tuple[str, ...]) -> list[str]:
+    """The recipe fields in which `report`'s recipe and `recipe` differ, ignoring the GRPO budget, how often it
+    saves checkpoints and the `free` GRPO fields."""
+
+    def comparable(data: dict[str, Any]) -> dict[str, Any]:
+        ignored = ("max_steps", "resume_from", "save_every", *free)
+        grpo = {k: v for k, v in data.get("grpo", {}).items() if k not in ignored}
+        return {**{k: v for k, v in data.items() if k not in ("minutes", "grpo")}, "grpo": grpo}
+
+    then, now = comparable(report.get("recipe", {})), comparable(recipe.model_dump())
+    return sorted(k for k in then.keys() | now.keys() if then.get(k) != now.get(k))
+
+
 def _resumable(out: Path, recipe: Recipe) -> dict[str, Any]:
     """The report a killed run of `recipe` left in `out`, checked to be the same experiment: every field but the
     GRPO budget (`minutes`, `grpo.max_steps`) must match, or resuming would pair evaluations of two experiments."""
@@ -242,13 +258,7 @@ def _resumable(out: Path, recipe: Recipe) -> dict[str, Any]:
     if not path.exists():
         raise ValueError(f"--resume: {path} does not exist (nothing to resume; run without --resume)")
     report = json.loads(path.read_text())
-
-    def comparable(data: dict[str, Any]) -> dict[str, Any]:
-        grpo = {k: v for k, v in data.get("grpo", {}).items() if k not in ("max_steps", "resume_from")}
-        return {**{k: v for k, v in data.items() if k not in ("minutes", "grpo")}, "grpo": grpo}
-
-    then, now = comparable(report.get("recipe", {})), comparable(recipe.model_dump())
-    differ = sorted(k for k in then.keys() | now.keys() if then.get(k) != now.get(k))
+    differ = recipe_differences(report, recipe, ())
     if differ:
         raise ValueError(f"--resume: {path} was written by another recipe (differs in: {', '.join(differ)})")
     if "b" not in report.get("evaluations", {}):
@@ -257,19 +267,45 @@ def _resumable(out: Path, recipe: Recipe) -> dict[str, Any]:
     return report
 
 
+def _shared_warm_start(folder: Path, recipe: Recipe) -> dict[str, Any]:
+    """What another seed's run in `folder` measured before GRPO (the warm start and evaluation (b)), checked to
+    be the same experiment up to the GRPO seed and output folder: those are all a replication changes, and
+    neither the warm start nor (b) depends on them."""
+    path, weights = folder / "report.json", folder / WARM_WEIGHTS
+    if recipe.warm_start is None or recipe.warm_start.steps <= 0:
+        raise ValueError("--warm-start-from: this recipe has no warm start to share")
+    if not path.exists() or not weights.exists():
+        raise ValueError(f"--warm-start-from: {folder} holds no report.json and {WARM_WEIGHTS} (a run of this "
+                         "recipe writes both once its warm start is evaluated)")
+    report = json.loads(path.read_text())
+    differ = recipe_differences(report, recipe, ("seed", "output_dir"))
+    if differ:
+        raise ValueError(f"--warm-start-from: {path} was written by another recipe (differs in: "
+                         f"{', '.join(differ)}); only grpo.seed, grpo.output_dir and the GRPO budget may differ")
+    if "b" not in report.get("evaluations", {}) or "warm_start" not in report:
+        raise ValueError(f"--warm-start-from: {path} has no evaluation after the warm start")
+    return report
+
+
 def _metric_rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
 def run_recipe(recipe: Recipe, console: Console | None = None,
-               trainer_factory: Callable[[GRPOConfig], Any] | None = None, resume: bool = False) -> dict[str, Any]:
+               trainer_factory: Callable[[GRPOConfig], Any] | None = None, resume: bool = False,
+               warm_start_from: str | Path | None = None) -> dict[str, Any]:
     """Run `recipe` end to end (see the module docstring) and return its report (also written as report.json).
 
     With `resume`, a run that was killed (or stopped after GRPO, before its last evaluation) goes on from what it
     left in the output folder: the warm start and evaluation (b) are taken from its report.json, the weights from
     its newest checkpoint; GRPO goes on while its budget lasts (`minutes` counted over the steps already in
     metrics.jsonl, or `grpo.max_steps`), then evaluation (c) runs. The GRPO sampling stream after the checkpoint is
-    not the one the killed run would have drawn (its random state is not saved)."""
+    not the one the killed run would have drawn (its random state is not saved).
+
+    With `warm_start_from`, a folder where a run of the same recipe with another `grpo.seed` wrote its report and
+    warm-started weights, the warm start and evaluation (b) are taken from there instead of being redone: they do
+    not depend on the GRPO seed, so the run is the one it would have been (its GRPO episodes derive from the seed
+    and step alone), less their time."""
     from envgym.train.policy import load_policy
     from envgym.train.sft import conversation_samples, supervised_fine_tune
     from envgym.train.trainer import GRPOTrainer, make_env
@@ -280,6 +316,7 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
     out = Path(recipe.grpo.get("output_dir", f"runs/{recipe.name}"))
     out.mkdir(parents=True, exist_ok=True)
     previous = _resumable(out, recipe) if resume else None
+    shared = _shared_warm_start(Path(warm_start_from), recipe) if warm_start_from and previous is None else None
     if previous is None:
         (out / "metrics.jsonl").unlink(missing_ok=True)  # the curve shows this run only
     started = time.perf_counter()
@@ -334,9 +371,20 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
 
     if previous is not None:
         _resume_grpo(trainer, out, recipe, console)
-    if previous is None and recipe.evaluate_base:
+    if shared is not None:
+        trainer.model.load_state_dict(torch.load(Path(warm_start_from or "") / WARM_WEIGHTS, weights_only=True))
+        report["warm_start"] = {**shared["warm_start"], "from": str(warm_start_from)}
+        for label in ("a", "b"):
+            if label in shared["evaluations"]:
+                report["evaluations"][label] = shared["evaluations"][label]
+                for key, values in shared["per_task"].items():
+                    if label in values:
+                        report["per_task"].setdefault(key, {})[label] = values[label]
+        _write(out, report)
+        console.print(f"warm start and evaluation (b) from {warm_start_from}")
+    elif previous is None and recipe.evaluate_base:
         measure("a")
-    if previous is None and recipe.warm_start is not None and recipe.warm_start.steps > 0:
+    if shared is None and previous is None and recipe.warm_start is not None and recipe.warm_start.steps > 0:
         w = recipe.warm_start
         clock = time.perf_counter()
         demos = fair_demonstrations(Path(trainer.envs[0].unwrapped.data.directory), trainer.train_tasks)
@@ -348,8 +396,10 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
         report["warm_start"] = {"demonstrations": len(demos), "samples": len(samples),
                                 "losses": [round(x, 4) for x in losses],
                                 "seconds": round(time.perf_counter() - clock, 1)}
-    if previous is None:
+    if shared is None and previous is None:
         measure("b")
+        if recipe.warm_start is not None and recipe.warm_start.steps > 0:
+            torch.save(trainer.model.state_dict(), out / WARM_WEIGHTS)
     spent = sum(r["step_s"] for r in _metric_rows(out / "metrics.jsonl"))  # 0 unless resumed
     if previous is None or (trainer.step < trainer.config.max_steps and spent < recipe.minutes * 60):
         trainer.train(max_seconds=recipe.minutes * 60 - spent)

@@ -111,6 +111,25 @@ def test_envgym_train_runs_a_recipe_and_seeds_change_only_the_grpo_stream(
     assert first["per_task"]["all"]["b"] == second["per_task"]["all"]["b"]
     assert (first["recipe"]["grpo"]["seed"], second["recipe"]["grpo"]["seed"]) == (0, 1)
 
+    # Seed 1 again, taking the warm start and (b) from seed 0's folder: the same run, less the warm start's time.
+    shared_out = tmp_path / "seed1-shared"
+    assert main(["train", str(path), "--json", "--set", "grpo.seed=1", "--set", f"grpo.output_dir={shared_out}",
+                 "--warm-start-from", str(tmp_path / "seed0")]) == 0
+    capsys.readouterr()
+    shared = json.loads((shared_out / "report.json").read_text())
+    assert shared["warm_start"] == {**first["warm_start"], "from": str(tmp_path / "seed0")}
+    assert shared["per_task"] == second["per_task"] and shared["paired"] == second["paired"]
+
+    def episodes(out: Path) -> list[dict[str, Any]]:
+        rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in row.items() if not k.endswith("_s") and "per_s" not in k} for row in rows]
+
+    assert episodes(shared_out) == episodes(tmp_path / "seed1")
+    # Only the GRPO seed and folder may differ from the run shared from: another split is refused, by name.
+    assert main(["train", str(path), "--set", "grpo.seed=2", "--set", "env.heldout=3",
+                 "--set", f"grpo.output_dir={tmp_path / 'seed2'}", "--warm-start-from", str(tmp_path / "seed0")]) == 2
+    assert "differs in: env" in capsys.readouterr().err
+
 
 @pytest.mark.slow
 def test_a_killed_recipe_resumes_from_its_report_and_checkpoint(

@@ -1,0 +1,80 @@
+"""Pool the seeds of one recipe: `python experiments/pool_seeds.py runs/mt_s1 runs/mt_s2 ... [--out DIR]`.
+
+Each folder holds the report.json of an `envgym train RECIPE.yaml` run. The runs must be one experiment up to the
+GRPO seed, output folder and budget (the check `--warm-start-from` makes) and the GRPO fields named by `--free`; a
+run that differs elsewhere is named and refused. Prints, per task set, each seed's (b) -> (c) and change, then the mean change over seeds, its spread
+and the paired comparison over every (seed, task) pair (`envgym.train.recipe.pool_reports`); with `--out`, writes
+pooled.json and pooled.md there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from envgym.train.recipe import Recipe, pool_reports, recipe_differences
+
+NAMES = {"train_domain": "train domain, held-out users", "never_trained_domains": "never-trained domains",
+         "all": "all held-out tasks"}
+
+
+def load(folders: list[Path], free: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    reports = [json.loads((folder / "report.json").read_text()) for folder in folders]
+    first = Recipe.model_validate(reports[0]["recipe"])
+    for folder, report in zip(folders[1:], reports[1:], strict=True):
+        differ = recipe_differences(report, first, ("seed", "output_dir", *free))
+        if differ:
+            raise SystemExit(f"{folder}: another experiment than {folders[0]} (differs in: {', '.join(differ)})")
+        if "c" not in report.get("evaluations", {}):
+            raise SystemExit(f"{folder}: no evaluation after GRPO yet")
+    return reports
+
+
+def markdown(reports: list[dict[str, Any]], folders: list[Path], pooled: dict[str, Any]) -> str:
+    seeds = [r["recipe"]["grpo"].get("seed", 0) for r in reports]
+    head = " | ".join(f"seed {s}" for s in seeds)
+    lines = [f"| tasks | n | {head} | mean | sd | pooled change, 95% bootstrap | gained / lost | sign p |",
+             "|---" * (len(seeds) + 7) + "|"]
+    for key, row in pooled.items():
+        if key == "runs":
+            continue
+        cells = []
+        for report in reports:
+            b, c = report["evaluations"]["b"][key], report["evaluations"]["c"][key]
+            cells.append(f"{b['successes']} → {c['successes']} ({report['paired'][key]['change_points']:+.1f})")
+        p = row["pooled"]
+        low, high = p["bootstrap95_points"]
+        lines.append(f"| {NAMES.get(key, key)} | {reports[0]['paired'][key]['tasks']} | {' | '.join(cells)} | "
+                     f"{row['mean_points']:+.1f} | {row['sd_points']:.1f} | {p['change_points']:+.1f} "
+                     f"[{low:+.1f}, {high:+.1f}] | {p['gained']} / {p['lost']} | {p['sign_test_p']} |")
+    steps = [f"seed {s}: {r['grpo']['updates']} updates, median step {r['grpo']['step_s_median']:.0f} s"
+             for s, r in zip(seeds, reports, strict=True)]
+    lines += ["", "Cells: successes after the warm start → after GRPO (change in points). " + "; ".join(steps)
+              + ". Runs: " + ", ".join(str(f) for f in folders) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="+", type=Path, help="output folders of runs of one recipe")
+    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples of the pooled change")
+    parser.add_argument("--out", type=Path, help="write pooled.json and pooled.md here")
+    parser.add_argument("--free", action="append", default=[], metavar="FIELD",
+                        help="a further GRPO field the runs may differ in (say so beside the table), e.g. learner_dtype")
+    args = parser.parse_args(argv)
+    reports = load(args.folders, tuple(args.free))
+    pooled = pool_reports(reports, args.resamples)
+    table = markdown(reports, args.folders, pooled)
+    sys.stdout.write(table)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "pooled.json").write_text(json.dumps(pooled, indent=2) + "\n")
+        (args.out / "pooled.md").write_text(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
