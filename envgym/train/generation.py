@@ -3,7 +3,8 @@
 A `CachedSampler.session()` keeps the keys and values of every sequence it has seen (prompt plus the sampled
 tokens fed back), so the next turn of an episode, whose prompt extends its previous sequence, prefills only
 the new env tokens; the prompt prefix all rows of a call share (the system prompt and task of a GRPO group)
-is prefilled once. Rows leave the decode batch as soon as they sample an end token. Token ids and logprobs are
+is prefilled once, and a row whose new tokens far outnumber the others' is prefilled alone rather than padding
+every row to it. Rows leave the decode batch as soon as they sample an end token. Token ids and logprobs are
 those of the distribution each token was sampled from, `log_softmax(logits / temperature)` over the full
 vocabulary (greedy at temperature 0), as `envgym.llm.local.TransformersSampler` returns them.
 
@@ -22,6 +23,8 @@ from transformers.cache_utils import Cache, DynamicLayer
 from envgym.llm.local import TokenSample
 
 KeyValues = list[tuple[torch.Tensor, torch.Tensor]]  # per layer, each (kv_heads, length, head_dim)
+# A batched prefill whose padded positions exceed this many times its real ones runs row by row instead.
+PADDING_BEFORE_ROWS = 1.5
 
 
 @dataclass
@@ -97,7 +100,7 @@ class CachedSampler:
         eos = tokenizer.eos_token_id
         self.eos_token_ids: set[int] = set(eos if isinstance(eos, list) else [eos])
         self.pad_token_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
-        self.stats = {"prefill_tokens": 0, "decode_row_steps": 0}
+        self.stats = {"prefill_tokens": 0, "decode_row_steps": 0, "rows_prefilled_alone": 0}
 
     def new_cache(self, lm: Any, capacity: int, past: KeyValues | None) -> DynamicCache:
         """The cache of one call, holding `past` (rows padded to one length) and room for `capacity` positions."""
@@ -148,6 +151,20 @@ class SamplerSession:
         entry = self._run([prompts[0][:shared]], max_new_tokens=0, temperature=0.0, generator=None)[1][0]
         self._add(entry)
 
+    def _prefill_rows(self, prompts: list[list[int]]) -> None:
+        """Prefill each row's uncached tokens but its last one row by row, when one batched prefill would be
+        mostly padding: a batch pads every row's new tokens to the longest row's (in a lockstep rollout one row's
+        tool result of 300 tokens beside 23 short user replies), and a GRPO rollout's turns padded 3.2x the
+        positions they filled (5x the attention; docs/results/grpo_step_profile.md). The batched call that
+        follows then prefills one token a row. Same keys and values, computed without the padding."""
+        uncached = [len(p) - self._best(p)[1] for p in prompts]
+        if len(prompts) < 2 or len(prompts) * max(uncached) <= PADDING_BEFORE_ROWS * sum(uncached):
+            return
+        for prompt in prompts:
+            if len(prompt) - self._best(prompt)[1] > 1:  # rows with one prompt share what the first one prefilled
+                self._add(self._run([prompt[:-1]], max_new_tokens=0, temperature=0.0, generator=None)[1][0])
+                self.owner.stats["rows_prefilled_alone"] += 1
+
     def sample(
         self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int | None = None
     ) -> list[TokenSample]:
@@ -162,6 +179,7 @@ class SamplerSession:
         try:
             with torch.no_grad():
                 self._share_prefix(prompts)
+                self._prefill_rows(prompts)
                 samples, entries = self._run(prompts, max_new_tokens, temperature, generator)
         finally:
             self.owner.model.train(was_training)

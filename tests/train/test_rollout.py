@@ -10,7 +10,7 @@ import pytest
 import envgym  # noqa: F401  (registers envgym/* ids)
 from envgym.llm.chat_template import encode_chat
 from envgym.llm.local import TransformersSampler
-from envgym.train.generation import CachedSampler
+from envgym.train.generation import CachedSampler, _common_prefix
 from envgym.train.policy import tiny_random_policy
 from envgym.train.rollout import RolloutLimits, run_group, run_groups
 
@@ -61,6 +61,39 @@ def test_cached_generation_matches_uncached_generation_over_turns(policy: tuple[
     first = cached.session().sample(prompts, max_new_tokens=6, temperature=1.0, seed=5)
     again = cached.session().sample(prompts, max_new_tokens=6, temperature=1.0, seed=5)
     assert [s.token_ids for s in first] == [s.token_ids for s in again]
+
+
+def test_rows_with_uneven_new_tokens_are_prefilled_alone_and_sample_what_a_batch_would(
+    policy: tuple[Any, Any],
+) -> None:
+    """A turn where one row's env reply is long and the others' short (a tool result beside user replies): the
+    long row is prefilled alone instead of padding every row to it, and every row samples what it would have."""
+    model, tokenizer = policy
+    plain, cached = TransformersSampler(model, tokenizer), CachedSampler(model, tokenizer)
+    session = cached.session()
+    opening = tokenizer("<|im_start|>system\nUse the calculator.<|im_end|>\n<|im_start|>user\nWhat is 3 * 4?"
+                        "<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+    prompts = [opening] * 4
+    first = session.sample(prompts, max_new_tokens=5, temperature=0.0)
+    assert cached.stats["rows_prefilled_alone"] == 0  # one prompt, shared: nothing to pad
+    replies = ["<|im_start|>tool\n" + "12, " * 40, "<|im_start|>user\nOk.", "<|im_start|>user\nGo on.",
+               "<|im_start|>user\nYes, please."]
+    env = [tokenizer(f"<|im_end|>\n{reply}<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)
+           ["input_ids"] for reply in replies]
+    prompts = [p + s.token_ids + e for p, s, e in zip(prompts, first, env, strict=True)]
+    before = cached.stats["prefill_tokens"]
+    got = session.sample(prompts, max_new_tokens=6, temperature=0.0)
+    expected = plain.sample(prompts, max_new_tokens=6, temperature=0.0)
+    assert len(env[0]) > 3 * max(len(e) for e in env[1:])
+    assert cached.stats["rows_prefilled_alone"] == 4
+    # Each row's new tokens (its last sampled token and the env's reply) prefilled once, no padding; rows prefilled
+    # alone also reuse what an earlier row of the call shares with them (the four first answers are one greedy one).
+    assert len({tuple(s.token_ids) for s in first}) == 1
+    shared = [0] + [1 + max(_common_prefix(env[j], env[i]) for j in range(i)) for i in range(1, 4)]
+    assert cached.stats["prefill_tokens"] - before == sum(1 + len(e) - k for e, k in zip(env, shared, strict=True))
+    assert [s.token_ids for s in got] == [s.token_ids for s in expected]
+    for mine, theirs in zip(got, expected, strict=True):
+        assert max(abs(a - b) for a, b in zip(mine.logprobs, theirs.logprobs, strict=True)) < 1e-4
 
 
 def test_run_groups_batches_every_groups_turn_and_keeps_each_groups_seeds(policy: tuple[Any, Any]) -> None:
