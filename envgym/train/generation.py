@@ -48,6 +48,11 @@ class _BufferLayer(DynamicLayer):
         end = self.length + key_states.shape[-2]
         if not self.is_initialized:
             self.device, self.is_initialized = key_states.device, True
+            keys, values = _room_behind(key_states, self.capacity), _room_behind(value_states, self.capacity)
+            if keys is not None and values is not None:  # already in place: adopt the buffers, copy nothing
+                self._keys, self._values, self.length = keys, values, end
+                self.keys, self.values = key_states, value_states
+                return self.keys, self.values
             self._keys, self._values = self._buffer(key_states, end), self._buffer(value_states, end)
         elif end > self._keys.shape[-2]:  # more than the call planned for: move to larger buffers
             self._keys = torch.cat([self._keys[:, :, : self.length], self._buffer(key_states, end - self.length)], -2)
@@ -66,6 +71,17 @@ class _BufferLayer(DynamicLayer):
         if self.is_initialized:
             self._keys, self._values = self._keys[indices], self._values[indices]
             self.keys, self.values = self._keys[:, :, : self.length], self._values[:, :, : self.length]
+
+
+def _room_behind(states: torch.Tensor, capacity: int) -> torch.Tensor | None:
+    """The buffer `states` is the first positions of, when it is one with room for `capacity` positions (the past
+    `SamplerSession._padded_past` lays out in the call's buffers); None for any other tensor."""
+    base = states._base
+    if (base is None or base.dim() != 4 or not base.is_contiguous() or base.data_ptr() != states.data_ptr()
+            or base.shape[-2] < capacity or states.stride() != base.stride()
+            or (base.shape[0], base.shape[1], base.shape[3]) != (states.shape[0], states.shape[1], states.shape[3])):
+        return None
+    return base
 
 
 class _BufferCache(DynamicCache):
@@ -207,8 +223,9 @@ class SamplerSession:
             attention[row, width_past - length: width_past] = 1
             attention[row, width_past + width - len(suffix):] = 1
             positions[row, width - len(suffix):] = torch.arange(length, length + len(suffix))
-        cache = self.owner.new_cache(lm, width_past + width + max_new_tokens,
-                               self._padded_past(matches, width_past) if width_past else None)
+        capacity = width_past + width + max_new_tokens
+        cache = self.owner.new_cache(lm, capacity, self._padded_past(matches, width_past, capacity)
+                                     if width_past else None)
         self.owner.stats["prefill_tokens"] += sum(len(s) for s in suffixes)
         logits = lm(input_ids=ids, attention_mask=attention, position_ids=positions, cache=cache,
                     use_cache=True, logits_to_keep=1).logits[:, -1].float()
@@ -257,22 +274,28 @@ class SamplerSession:
         samples = [TokenSample(sampled[i], logprobs[i], finished[i]) for i in range(rows)]
         return samples, [e for e in entries if e is not None]
 
-    def _padded_past(self, matches: list[tuple[_Entry | None, int]], width: int) -> KeyValues:
-        layers = len(next(e for e, _ in matches if e is not None).kv)
+    @staticmethod
+    def _padded_past(matches: list[tuple[_Entry | None, int]], width: int, capacity: int) -> KeyValues:
+        """Every row's cached keys and values, right-aligned in `width` positions behind zeros: views of buffers
+        with room for `capacity` positions, which the call's `_BufferCache` adopts as they are (one copy of
+        each row's past a call, where padding, stacking and the cache's first update made three)."""
+        reference = next(e for e, _ in matches if e is not None).kv
         out: KeyValues = []
-        for layer in range(layers):
-            keys, values = [], []
-            for entry, length in matches:
-                if entry is None:
-                    reference = next(e for e, _ in matches if e is not None).kv[layer][0]
-                    key = value = reference.new_zeros((reference.shape[0], 0, reference.shape[2]))
-                else:
-                    key, value = entry.kv[layer][0][:, :length], entry.kv[layer][1][:, :length]
-                pad = width - length
-                keys.append(torch.nn.functional.pad(key, (0, 0, pad, 0)))
-                values.append(torch.nn.functional.pad(value, (0, 0, pad, 0)))
-            out.append((torch.stack(keys), torch.stack(values)))
-        return out
+        for layer_keys, layer_values in reference:
+            heads, dim = layer_keys.shape[0], layer_keys.shape[2]
+            keys = layer_keys.new_empty((len(matches), heads, capacity, dim))
+            values = layer_values.new_empty(keys.shape)
+            out.append((keys, values))
+        for row, (entry, length) in enumerate(matches):
+            pad = width - length
+            for (keys, values), (key, value) in zip(out, entry.kv if entry is not None else [], strict=False):
+                keys[row, :, pad:width] = key[:, :length]
+                values[row, :, pad:width] = value[:, :length]
+            if pad:
+                for keys, values in out:
+                    keys[row, :, :pad] = 0
+                    values[row, :, :pad] = 0
+        return [(keys[:, :, :width], values[:, :, :width]) for keys, values in out]
 
     @staticmethod
     def _entry(fed: list[int], cache: DynamicCache, attention: torch.Tensor, batch_row: int) -> _Entry:

@@ -1,13 +1,16 @@
-"""Does prefilling uneven rows alone make lockstep rollouts faster? An interleaved A/B in one process.
+"""Is a change to the rollout sampler faster, and does it sample the same tokens? An interleaved A/B in one process.
 
-`python experiments/prefill_rows_ab.py --from runs/mt_s2 [--rounds 2] [--tasks 24] [--temperature 1.0]`
+`python experiments/sampler_ab.py --from runs/mt_s2 --change rows|past [--rounds 2] [--tasks 24] [--temperature 1.0]`
 
 Builds the environment of the recipe that ran in `--from` (examples/multiturn_grpo.yaml by default), loads the
 warm-started weights that run saved (`warm_start.pt`), and plays the same `--tasks` held-out tasks as one lockstep
-batch (what a GRPO step's 4 groups of 6 are) with `generation.PADDING_BEFORE_ROWS` at infinity (one padded
-prefill per turn: before) and at its default (rows whose batch would be mostly padding prefilled alone: after),
-alternating, `--rounds` times each. Prints wall seconds, prefill and decode counts, and whether both played the
-same episodes (same seeds: same sampled tokens but for float rounding).
+batch (what a GRPO step's 4 groups of 6 are) before and after the change, alternating, `--rounds` times each:
+- `rows`: `generation.PADDING_BEFORE_ROWS` at infinity (one padded prefill per turn: before) and at its default
+  (rows whose batch would be mostly padding prefilled alone: after);
+- `past`: each call's cached past padded and stacked into new tensors and copied into the call's buffers (before:
+  three copies of every row's past a call) and laid out in those buffers directly (after: one copy).
+Prints wall seconds, prefill and decode counts, and whether both played the same episodes (same seeds: the same
+sampled tokens unless float rounding differs).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -25,15 +29,47 @@ from envgym.train.recipe import WARM_WEIGHTS, Recipe, _synth_suites
 from envgym.train.rollout import run_group
 
 
+def stacked_past(matches: list[tuple[Any, int]], width: int, capacity: int) -> generation.KeyValues:
+    """The sampler's past before the one-copy layout: each row padded, the rows stacked, as new tensors (which the
+    call's cache then copies into its buffers)."""
+    reference = next(e for e, _ in matches if e is not None).kv
+    out: generation.KeyValues = []
+    for layer, (like, _) in enumerate(reference):
+        keys, values = [], []
+        for entry, length in matches:
+            empty = like.new_zeros((like.shape[0], 0, like.shape[2]))
+            key, value = (entry.kv[layer][0][:, :length], entry.kv[layer][1][:, :length]) if entry else (empty, empty)
+            keys.append(torch.nn.functional.pad(key, (0, 0, width - length, 0)))
+            values.append(torch.nn.functional.pad(value, (0, 0, width - length, 0)))
+        out.append((torch.stack(keys), torch.stack(values)))
+    return out
+
+
+def arms(change: str) -> list[tuple[str, Any]]:
+    """(label, a function that puts the sampler in that state) for before and after."""
+    rows, past = generation.PADDING_BEFORE_ROWS, generation.SamplerSession._padded_past
+
+    def state(padding: float, padded_past: Any) -> Any:
+        def apply() -> None:
+            generation.PADDING_BEFORE_ROWS = padding
+            generation.SamplerSession._padded_past = staticmethod(padded_past)  # type: ignore[method-assign]
+        return apply
+
+    if change == "rows":
+        return [("before", state(math.inf, past)), ("after", state(rows, past))]
+    return [("before", state(rows, stacked_past)), ("after", state(rows, past))]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from", dest="source", type=Path, required=True, help="a recipe run's output folder")
-    parser.add_argument("--recipe", default="examples/multiturn_grpo.yaml")
+    parser.add_argument("--change", choices=("rows", "past"), required=True,
+                        help="rows: uneven rows prefilled alone; past: the cached past laid out in one copy")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--tasks", type=int, default=24)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path("runs/prefill_rows_ab"))
+    parser.add_argument("--out", type=Path, default=Path("runs/sampler_ab"))
     args = parser.parse_args()
 
     from envgym.train.config import GRPOConfig
@@ -49,11 +85,11 @@ def main() -> int:
     trainer.model.load_state_dict(torch.load(args.source / WARM_WEIGHTS, weights_only=True))
     tasks = (trainer.heldout_tasks + trainer.train_tasks)[: args.tasks]
     envs = trainer.envs[: len(tasks)] if len(trainer.envs) >= len(tasks) else trainer.envs
-    default = generation.PADDING_BEFORE_ROWS
+    restore = arms("rows")[1][1]
     results: dict[str, list[dict[str, object]]] = {"before": [], "after": []}
     for round_ in range(args.rounds):
-        for label, factor in (("before", math.inf), ("after", default)):
-            generation.PADDING_BEFORE_ROWS = factor
+        for label, apply in arms(args.change):
+            apply()
             trainer.sampler.stats.update({k: 0 for k in trainer.sampler.stats})
             clock = time.perf_counter()
             episodes = run_group(envs[: len(tasks)], tasks, trainer.sampler, trainer.limits,
@@ -65,16 +101,16 @@ def main() -> int:
                    "tokens_hash": hash(tuple(tokens))}
             results[label].append(row)
             print(json.dumps({label: {k: v for k, v in row.items() if k != "rewards"}}), flush=True)
-    generation.PADDING_BEFORE_ROWS = default
+    restore()
     same = [b["tokens_hash"] == a["tokens_hash"] for b, a in zip(results["before"], results["after"], strict=True)]
     before = sorted(r["seconds"] for r in results["before"])  # type: ignore[type-var]
     after = sorted(r["seconds"] for r in results["after"])  # type: ignore[type-var]
-    summary = {"tasks": len(tasks), "temperature": args.temperature, "before_s": before, "after_s": after,
+    summary = {"change": args.change, "tasks": len(tasks), "temperature": args.temperature, "before_s": before, "after_s": after,
                "speedup_of_medians": round(before[len(before) // 2] / after[len(after) // 2], 2),  # type: ignore[operator]
                "same_episodes": same}
     print(json.dumps(summary))
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "ab.json").write_text(json.dumps({"summary": summary, **results}, indent=2) + "\n")
+    (args.out / f"{args.change}.json").write_text(json.dumps({"summary": summary, **results}, indent=2) + "\n")
     return 0
 
 
