@@ -9,7 +9,7 @@ batch (what a GRPO step's 4 groups of 6 are) before and after the change, altern
   (rows whose batch would be mostly padding prefilled alone: after);
 - `past`: each call's cached past padded and stacked into new tensors and copied into the call's buffers (before:
   three copies of every row's past a call) and laid out in those buffers directly (after: one copy).
-Prints wall seconds, prefill and decode counts, and whether both played the same episodes (same seeds: the same
+Prints wall seconds, minor page faults (memory first touched), prefill and decode counts, and whether both played the same episodes (same seeds: the same
 sampled tokens unless float rounding differs).
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import resource
 import time
 from pathlib import Path
 from typing import Any
@@ -91,12 +92,13 @@ def main() -> int:
         for label, apply in arms(args.change):
             apply()
             trainer.sampler.stats.update({k: 0 for k in trainer.sampler.stats})
-            clock = time.perf_counter()
+            faults, clock = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
             episodes = run_group(envs[: len(tasks)], tasks, trainer.sampler, trainer.limits,
                                  temperature=args.temperature, seed=1000)
             seconds = time.perf_counter() - clock
+            faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults  # pages first touched
             tokens = [tuple(t for s in e.samples for t in s.token_ids) for e in episodes]
-            row = {"round": round_, "seconds": round(seconds, 1), **trainer.sampler.stats,
+            row = {"round": round_, "seconds": round(seconds, 1), "minor_page_faults": faults, **trainer.sampler.stats,
                    "sampled_tokens": sum(len(t) for t in tokens), "rewards": [e.reward for e in episodes],
                    "tokens_hash": hash(tuple(tokens))}
             results[label].append(row)

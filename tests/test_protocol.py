@@ -232,3 +232,16 @@ def test_deep_nesting_is_an_error_not_a_crash(depth: int) -> None:
     for text in (f"[f(x={'[' * depth}{']' * depth})]", f"[TOOL_CALLS]f[ARGS]{'[' * depth}",
                  f"<function=f><parameter=x>{'[' * depth}{']' * depth}</parameter></function>"):
         parse_action(text)
+
+
+def test_arguments_too_deep_to_encode_are_an_error_call_not_a_crash() -> None:
+    import sys
+
+    from envgym.protocol.calls import checked
+
+    value: list[object] = []
+    for _ in range(sys.getrecursionlimit() + 50):  # built without recursion; encoding it recurses past the limit
+        value = [value]
+    call = checked("c0", "f", {"x": value}, "qwen xml")
+    assert call.arguments is None and call.name == "f"
+    assert call.error == "qwen xml tool call: the arguments of f are nested too deeply"

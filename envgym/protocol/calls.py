@@ -57,7 +57,10 @@ def checked(call_id: str, name: str, args: Any, fmt: str, raw_args: str | None =
     if args is None:
         args = {}
     if raw_args is None:
-        raw_args = encode_arguments(args)
+        try:
+            raw_args = encode_arguments(args)
+        except RecursionError:  # decoded within the limit, but its canonical text would nest deeper
+            return ParsedCall(call_id, name, None, "", f"{fmt} tool call: the arguments of {name} are nested too deeply")
     if not isinstance(args, dict):
         return ParsedCall(call_id, name, None, raw_args,
                           f"{fmt} tool call: the arguments of {name} must be a JSON object, got {type(args).__name__}")
