@@ -1,6 +1,6 @@
 """Is a change to the rollout sampler faster, and does it sample the same tokens? An interleaved A/B in one process.
 
-`python experiments/sampler_ab.py --from runs/mt_s2 --change rows|past [--rounds 2] [--tasks 24] [--temperature 1.0]`
+`python experiments/sampler_ab.py --from runs/mt_s2 --change rows|past|bf16 [--rounds 2] [--tasks 24] [--temperature 1.0]`
 
 Builds the environment of the recipe that ran in `--from` (examples/multiturn_grpo.yaml by default), loads the
 warm-started weights that run saved (`warm_start.pt`), and plays the same `--tasks` held-out tasks as one lockstep
@@ -8,7 +8,10 @@ batch (what a GRPO step's 4 groups of 6 are) before and after the change, altern
 - `rows`: `generation.PADDING_BEFORE_ROWS` at infinity (one padded prefill per turn: before) and at its default
   (rows whose batch would be mostly padding prefilled alone: after);
 - `past`: each call's cached past padded and stacked into new tensors and copied into the call's buffers (before:
-  three copies of every row's past a call) and laid out in those buffers directly (after: one copy).
+  three copies of every row's past a call) and laid out in those buffers directly (after: one copy);
+- `bf16`: the sampler in float32 (before) and under bfloat16 autocast (after; not a change made, a measure of what
+  one would buy: it changes the numbers, so the episodes differ and the rows also report seconds per thousand
+  positions run, prefilled plus decoded).
 Prints wall seconds, minor page faults (memory first touched), prefill and decode counts, and whether both played the same episodes (same seeds: the same
 sampled tokens unless float rounding differs).
 """
@@ -16,6 +19,7 @@ sampled tokens unless float rounding differs).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import resource
@@ -46,8 +50,9 @@ def stacked_past(matches: list[tuple[Any, int]], width: int, capacity: int) -> g
     return out
 
 
-def arms(change: str) -> list[tuple[str, Any]]:
-    """(label, a function that puts the sampler in that state) for before and after."""
+def arms(change: str) -> list[tuple[str, Any, bool]]:
+    """(label, a function that puts the sampler in that state, whether it samples under bfloat16 autocast) for before
+    and after."""
     rows, past = generation.PADDING_BEFORE_ROWS, generation.SamplerSession._padded_past
 
     def state(padding: float, padded_past: Any) -> Any:
@@ -57,15 +62,18 @@ def arms(change: str) -> list[tuple[str, Any]]:
         return apply
 
     if change == "rows":
-        return [("before", state(math.inf, past)), ("after", state(rows, past))]
-    return [("before", state(rows, stacked_past)), ("after", state(rows, past))]
+        return [("before", state(math.inf, past), False), ("after", state(rows, past), False)]
+    if change == "bf16":
+        return [("before", state(rows, past), False), ("after", state(rows, past), True)]
+    return [("before", state(rows, stacked_past), False), ("after", state(rows, past), False)]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from", dest="source", type=Path, required=True, help="a recipe run's output folder")
-    parser.add_argument("--change", choices=("rows", "past"), required=True,
-                        help="rows: uneven rows prefilled alone; past: the cached past laid out in one copy")
+    parser.add_argument("--change", choices=("rows", "past", "bf16"), required=True,
+                        help="rows: uneven rows prefilled alone; past: the cached past laid out in one copy; "
+                             "bf16: the sampler under bfloat16 autocast")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--tasks", type=int, default=24)
     parser.add_argument("--temperature", type=float, default=1.0)
@@ -87,20 +95,24 @@ def main() -> int:
     tasks = (trainer.heldout_tasks + trainer.train_tasks)[: args.tasks]
     envs = trainer.envs[: len(tasks)] if len(trainer.envs) >= len(tasks) else trainer.envs
     restore = arms("rows")[1][1]
+    bf16 = torch.autocast("cpu", dtype=torch.bfloat16)
     results: dict[str, list[dict[str, object]]] = {"before": [], "after": []}
     for round_ in range(args.rounds):
-        for label, apply in arms(args.change):
+        for label, apply, autocast in arms(args.change):
             apply()
             trainer.sampler.stats.update({k: 0 for k in trainer.sampler.stats})
             faults, clock = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
-            episodes = run_group(envs[: len(tasks)], tasks, trainer.sampler, trainer.limits,
-                                 temperature=args.temperature, seed=1000)
+            with bf16 if autocast else contextlib.nullcontext():
+                episodes = run_group(envs[: len(tasks)], tasks, trainer.sampler, trainer.limits,
+                                     temperature=args.temperature, seed=1000)
             seconds = time.perf_counter() - clock
             faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults  # pages first touched
             tokens = [tuple(t for s in e.samples for t in s.token_ids) for e in episodes]
             row = {"round": round_, "seconds": round(seconds, 1), "minor_page_faults": faults, **trainer.sampler.stats,
                    "sampled_tokens": sum(len(t) for t in tokens), "rewards": [e.reward for e in episodes],
-                   "tokens_hash": hash(tuple(tokens))}
+                   "tokens_hash": hash(tuple(tokens)), "successes": sum(e.reward >= 1.0 for e in episodes)}
+            positions = row["prefill_tokens"] + row["decode_row_steps"]
+            row["seconds_per_1k_positions"] = round(1000 * seconds / max(positions, 1), 3)
             results[label].append(row)
             print(json.dumps({label: {k: v for k, v in row.items() if k != "rewards"}}), flush=True)
     restore()
