@@ -4,7 +4,8 @@ Each folder holds the report.json of an `envgym train RECIPE.yaml` run. The runs
 GRPO seed, output folder and budget (the check `--warm-start-from` makes) and the GRPO fields named by `--free`; a
 run that differs elsewhere is named and refused. Prints, per task set, each seed's (b) -> (c) and change, then the mean change over seeds, its spread
 and the paired comparison over every (seed, task) pair (`envgym.train.recipe.pool_reports`); with `--out`, writes
-pooled.json and pooled.md there.
+pooled.json and pooled.md there. `--with-earlier FILE` also pools the training domain with a run from before the
+recipe (run 13: docs/results/train_multiturn_run13/heldout_per_task.json).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from envgym.train.recipe import Recipe, pool_reports, recipe_differences
+from envgym.train.recipe import Recipe, paired, pool_reports, recipe_differences
 
 NAMES = {"train_domain": "train domain, held-out users", "never_trained_domains": "never-trained domains",
          "all": "all held-out tasks"}
@@ -57,6 +58,25 @@ def markdown(reports: list[dict[str, Any]], folders: list[Path], pooled: dict[st
     return "\n".join(lines) + "\n"
 
 
+def with_earlier_run(reports: list[dict[str, Any]], per_task: Path, resamples: int) -> dict[str, Any]:
+    """The training domain's pairs pooled with those of a run from before the recipe (`heldout_per_task.json` of
+    experiments/train_multiturn.py: per task, its reward after the warm start and after GRPO; run 13's is in
+    docs/results/train_multiturn_run13/). Its tasks are its own split, so only the training domain pools."""
+    earlier = json.loads(per_task.read_text())
+    tasks = list(earlier["after_warm_start"])
+    before = [earlier["after_warm_start"][t]["reward"] >= 1.0 for t in tasks]
+    after = [earlier["after_grpo"][t]["reward"] >= 1.0 for t in tasks]
+    changes = [100 * (sum(after) - sum(before)) / len(tasks)]
+    for report in reports:
+        b, c = report["per_task"]["train_domain"]["b"], report["per_task"]["train_domain"]["c"]
+        before, after = before + b, after + c
+        changes.append(report["paired"]["train_domain"]["change_points"])
+    mean = sum(changes) / len(changes)
+    spread = (sum((x - mean) ** 2 for x in changes) / max(len(changes) - 1, 1)) ** 0.5
+    return {"runs": len(changes), "changes_points": [round(x, 1) for x in changes], "mean_points": round(mean, 1),
+            "sd_points": round(spread, 1), "pooled": paired(before, after, resamples)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path, help="output folders of runs of one recipe")
@@ -64,10 +84,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write pooled.json and pooled.md here")
     parser.add_argument("--free", action="append", default=[], metavar="FIELD",
                         help="a further GRPO field the runs may differ in (say so beside the table), e.g. learner_dtype")
+    parser.add_argument("--with-earlier", type=Path, metavar="HELDOUT_PER_TASK_JSON",
+                        help="also pool the training domain with a run from before the recipe (e.g. run 13's)")
     args = parser.parse_args(argv)
     reports = load(args.folders, tuple(args.free))
     pooled = pool_reports(reports, args.resamples)
     table = markdown(reports, args.folders, pooled)
+    if args.with_earlier:
+        pooled["train_domain_with_earlier"] = extra = with_earlier_run(reports, args.with_earlier, args.resamples)
+        p = extra["pooled"]
+        table += (f"\nTraining domain with {args.with_earlier} as one more seed: changes "
+                  f"{', '.join(f'{x:+.1f}' for x in extra['changes_points'])}; mean {extra['mean_points']:+.1f} "
+                  f"(sd {extra['sd_points']:.1f}); pooled {p['change_points']:+.1f} [{p['bootstrap95_points'][0]:+.1f}, "
+                  f"{p['bootstrap95_points'][1]:+.1f}], {p['gained']} gained / {p['lost']} lost, sign p {p['sign_test_p']}.\n")
     sys.stdout.write(table)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
