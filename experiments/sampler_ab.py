@@ -1,6 +1,7 @@
 """Is a change to the rollout sampler faster, and does it sample the same tokens? An interleaved A/B in one process.
 
-`python experiments/sampler_ab.py --from runs/mt_s2 --change rows|past|bf16 [--rounds 2] [--tasks 24] [--temperature 1.0]`
+`python experiments/sampler_ab.py --from runs/mt_s2 --change rows|past|bf16 [--rounds 2] [--tasks 24] [--temperature 1.0]
+[--allocator glibc|keep]`
 
 Builds the environment of the recipe that ran in `--from` (examples/multiturn_grpo.yaml by default), loads the
 warm-started weights that run saved (`warm_start.pt`), and plays the same `--tasks` held-out tasks as one lockstep
@@ -12,7 +13,8 @@ batch (what a GRPO step's 4 groups of 6 are) before and after the change, altern
 - `bf16`: the sampler in float32 (before) and under bfloat16 autocast (after; not a change made, a measure of what
   one would buy: it changes the numbers, so the episodes differ and the rows also report seconds per thousand
   positions run, prefilled plus decoded).
-Prints wall seconds, minor page faults (memory first touched), prefill and decode counts, and whether both played the same episodes (same seeds: the same
+`--allocator` is the process's C allocator (`glibc`: its defaults, as the A/Bs above ran; `keep`: what `envgym train`
+sets, `envgym.sandbox.malloc.keep_freed_memory`). Prints wall seconds, minor page faults (memory first touched), prefill and decode counts, and whether both played the same episodes (same seeds: the same
 sampled tokens unless float rounding differs).
 """
 
@@ -29,6 +31,7 @@ from typing import Any
 
 import torch
 
+from envgym.sandbox.malloc import keep_freed_memory
 from envgym.train import generation
 from envgym.train.recipe import WARM_WEIGHTS, Recipe, _synth_suites
 from envgym.train.rollout import run_group
@@ -78,6 +81,7 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=24)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--allocator", choices=("glibc", "keep"), default="glibc")
     parser.add_argument("--out", type=Path, default=Path("runs/sampler_ab"))
     args = parser.parse_args()
 
@@ -85,6 +89,8 @@ def main() -> int:
     from envgym.train.policy import load_policy
     from envgym.train.trainer import GRPOTrainer
 
+    if args.allocator == "keep" and not keep_freed_memory():
+        raise SystemExit("sampler_ab: --allocator keep needs glibc")
     torch.set_num_threads(args.threads)
     recipe = Recipe.model_validate(json.loads((args.source / "report.json").read_text())["recipe"])
     ((env_id, _, _),) = _synth_suites(recipe.env.seed, 1, recipe.env.tasks, tuple(recipe.env.kinds),

@@ -48,8 +48,10 @@ def cmd_recipe(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from envgym.sandbox.malloc import keep_freed_memory
     from envgym.train import GRPOConfig, GRPOTrainer, distributed
 
+    keep_freed_memory()  # rollouts and updates come in waves of the same size: no wave re-faults the last one's pages
     if args.config and Path(args.config).exists():
         from envgym.train.recipe import is_recipe
 

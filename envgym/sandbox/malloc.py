@@ -1,5 +1,7 @@
-"""The C allocator's settings for a long-running server (`envgym serve` and its workers): freed large blocks go
-back to the system, so memory stays flat under traffic that mixes megabyte requests with small ones.
+"""The C allocator's settings, chosen per kind of process: a long-running server gives freed large blocks back to
+the system (`keep_large_blocks_mapped`), a training process keeps every page it has touched (`keep_freed_memory`).
+
+A server (`envgym serve` and its workers) must stay flat under traffic that mixes megabyte requests with small ones.
 
 glibc serves a block of at least `M_MMAP_THRESHOLD` (128 KiB at start) with a mapping of its own, given back on
 free. But the first time such a block is freed it raises the threshold to that block's size (up to 32 MiB): from
@@ -18,7 +20,7 @@ import ctypes.util
 import functools
 import sys
 
-M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -3, -4  # mallopt's parameter numbers (malloc.h)
 LARGE_BLOCK_BYTES = 128 << 10  # glibc's own starting threshold, kept for good
 
 
@@ -27,6 +29,28 @@ def keep_large_blocks_mapped(threshold: int = LARGE_BLOCK_BYTES) -> bool:
     the C library is not glibc (macOS, musl), whose allocators are left as they are."""
     libc = _glibc()
     return bool(libc.mallopt(M_MMAP_THRESHOLD, threshold)) if libc is not None else False
+
+
+def keep_freed_memory() -> bool:
+    """Keep every page this process frees for its own next allocations: no block gets a mapping of its own
+    (`M_MMAP_MAX` 0) and the heap's top is never trimmed (`M_TRIM_THRESHOLD` at its maximum). Returns whether it was
+    set: False where the C library is not glibc. For a process that does one job in waves of the same size, as a
+    trainer does (each rollout and each update allocates and frees gigabytes of activations, logits and caches):
+    its memory stays at the peak of one wave, and no wave after the first touches a fresh page.
+
+    Why it matters: a fresh page costs a fault, and on a virtual machine whose balloon reports free pages to the
+    host (virtio-balloon free page reporting, as on the 2-core machines these runs use) a page the process gave
+    back is returned to the host within seconds, so touching it again costs a fault on the host as well: 0.7 s per
+    100 MB measured there, 40x a fault on a page the guest still holds. glibc's default maps every block above its
+    mmap threshold (at most 32 MiB; a step's logits are about 100 MB) and unmaps it on free, so each micro-batch
+    of an update and each call of the sampler paid those faults anew: the same GRPO update took 86 s with the
+    default and 66-73 s with this (docs/results/grpo_step_profile.md).
+    """
+    libc = _glibc()
+    if libc is None:
+        return False
+    # A negative int is read as a size_t: -1 is the largest threshold there is.
+    return bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, -1))
 
 
 @functools.cache

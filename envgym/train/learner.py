@@ -140,6 +140,18 @@ class StepBatches:
         leaves = [(k.detach().requires_grad_(grad), v.detach().requires_grad_(grad)) for k, v in outputs]
         return PrefixState(outputs, leaves)
 
+    def _additive_mask(self, micro: MicroBatch, dtype: torch.dtype) -> torch.Tensor:
+        """The (B, 1, R, P + R) attention mask of `micro` on top of the prefix, as SDPA adds it: 0 where a token
+        attends (the prefix, and its own row's tokens up to itself), -inf elsewhere. The mask transformers builds
+        from the 2D one is boolean, and SDPA's CPU kernels turn a boolean mask into this one in every layer of every
+        pass (30 times a forward, again in the backward); made once, it is the same numbers for less work."""
+        width, start = micro.ids.shape[1], self.prefix_length
+        causal = torch.ones((width, width), dtype=torch.bool).tril()
+        allowed = torch.cat([torch.ones((width, start), dtype=torch.bool), causal], dim=1)
+        allowed = allowed.unsqueeze(0) & micro.attention.bool().unsqueeze(1)  # (B, R, P + R)
+        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, float("-inf"))
+        return mask.unsqueeze(1)
+
     def logprobs(self, model: Any, micro: MicroBatch, temperature: float, prefix: PrefixState) -> torch.Tensor:
         """(B, R - 1) log-probabilities of the micro-batch's tokens, computed at mask-1 positions only
         (0 elsewhere: the loss never reads them), on top of `prefix` computed with the same model."""
@@ -152,10 +164,11 @@ class StepBatches:
             )
         positions = torch.arange(self.prefix_length, self.prefix_length + micro.ids.shape[1]).unsqueeze(0)
         with self._autocast(model):
-            # One row with no prefix has no padding: no mask lets attention take the fused causal kernel.
-            whole = cache is None and rows == 1
+            # Rows with no prefix and no padding need no mask: attention takes the fused causal kernel.
+            whole = cache is None and bool(micro.attention.all())
+            mask = None if whole else self._additive_mask(micro, torch.bfloat16 if self.autocast else lm.dtype)
             hidden = lm.get_decoder()(
-                input_ids=micro.ids, attention_mask=None if whole else micro.attention, position_ids=positions,
+                input_ids=micro.ids, attention_mask=mask, position_ids=positions,
                 cache=cache,
                 use_cache=cache is not None,
             ).last_hidden_state[:, :-1]

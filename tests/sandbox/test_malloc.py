@@ -34,10 +34,15 @@ print(json.dumps({"set": set_, "mapped": libc.mallinfo2().hblks - before}))
 """
 
 
-def _mapped(mode: str) -> dict[str, object]:
-    out = subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True, timeout=60,
+def _run(script: str, mode: str) -> dict[str, object]:
+    """`script`'s JSON line, run in a fresh process with `mode` ("set" or "unset") as its argument."""
+    out = subprocess.run([sys.executable, "-c", script, mode], capture_output=True, text=True, timeout=60,
                          env=child_env(), check=True)
     return json.loads(out.stdout)
+
+
+def _mapped(mode: str) -> dict[str, object]:
+    return _run(SCRIPT, mode)
 
 
 def test_large_blocks_stay_mapped_after_a_large_block_is_freed() -> None:
@@ -48,3 +53,34 @@ def test_large_blocks_stay_mapped_after_a_large_block_is_freed() -> None:
 def test_without_it_glibc_serves_large_blocks_from_the_heap() -> None:
     """The control: what the setting prevents does happen without it (else the test above proves nothing)."""
     assert _mapped("unset")["mapped"] == 0
+
+
+# Page faults of a 256 MiB block allocated and filled again after an equal block was freed: glibc's default maps it
+# anew (65,536 fresh pages); with keep_freed_memory the heap keeps the freed pages and hands the same ones back.
+REUSE = """
+import json, resource, sys
+from envgym.sandbox.malloc import keep_freed_memory
+
+set_ = keep_freed_memory() if sys.argv[1] == "set" else False
+size = 256 << 20
+block = bytearray(size)  # zero-filled: every page touched
+del block
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+block = bytearray(size)
+print(json.dumps({"set": set_, "faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults}))
+"""
+
+
+def _refaults(mode: str) -> dict[str, object]:
+    return _run(REUSE, mode)
+
+
+def test_keep_freed_memory_reuses_freed_pages() -> None:
+    result = _refaults("set")
+    assert result["set"] is True
+    assert result["faults"] < 1_000, result  # 65,536 pages of 4 KiB in the block
+
+
+def test_without_keep_freed_memory_a_freed_block_is_faulted_in_again() -> None:
+    """The control: glibc's default gives the block back and the next one faults every page in."""
+    assert _refaults("unset")["faults"] > 60_000

@@ -97,6 +97,49 @@ def test_a_short_shared_prefix_is_run_whole_on_one_row_micro_batches(micro_batch
         assert got is not None and (got - grad).abs().max() <= 1e-5 * grad.abs().max(), name
 
 
+def _values_and_grads(model: torch.nn.Module, dtype: str, transformers_mask: bool) -> tuple[list[torch.Tensor],
+                                                                                          list[torch.Tensor]]:
+    model.zero_grad(set_to_none=True)
+    batches = StepBatches(SAMPLES, 2, pad_token_id=0, dtype=dtype)
+    if transformers_mask:  # the 2D mask: transformers builds its boolean 4D mask from it
+        batches._additive_mask = lambda micro, dtype: micro.attention  # type: ignore[method-assign]
+    prefix = batches.prefix_forward(model, grad=True)
+    values = []
+    for micro in batches.micro:
+        logprobs = batches.logprobs(model, micro, 0.7, prefix)
+        (logprobs * micro.mask).sum().backward()
+        values.append(logprobs.detach())
+    prefix.backward()
+    return values, [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_additive_mask_gives_exactly_what_the_boolean_mask_gives(dtype: str) -> None:
+    """The mask made once per micro-batch (0 / -inf, in the attention's dtype) is the one SDPA would make from
+    transformers' boolean mask in every layer: the same values and gradients, bit for bit, with a padded row."""
+    model, _ = tiny_random_policy(seed=11)
+    model.train()
+    batches = StepBatches(SAMPLES, 2, pad_token_id=0)
+    assert any(micro.padding for micro in batches.micro)  # the mask has padding to hide, not only causality
+    values, grads = _values_and_grads(model, dtype, transformers_mask=False)
+    expected_values, expected_grads = _values_and_grads(model, dtype, transformers_mask=True)
+    assert all(torch.equal(a, b) for a, b in zip(values, expected_values, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(grads, expected_grads, strict=True))
+
+
+def test_the_additive_mask_hides_padding_and_the_future_but_never_the_prefix() -> None:
+    batches = StepBatches(SAMPLES, 2, pad_token_id=0)
+    micro = batches.micro[0]  # two rows, the shorter one padded
+    mask = batches._additive_mask(micro, torch.float32)
+    start, width = batches.prefix_length, micro.ids.shape[1]
+    assert mask.shape == (2, 1, width, start + width)
+    for row in range(2):
+        for query in range(width):
+            for key in range(start + width):
+                attends = key < start or (key <= start + query and bool(micro.attention[row, key]))
+                assert float(mask[row, 0, query, key]) == (0.0 if attends else float("-inf"))
+
+
 def test_micro_batches_are_length_sorted_and_pad_little() -> None:
     batches = StepBatches(SAMPLES, 2, pad_token_id=0)
     lengths = [[len(SAMPLES[r].token_ids) for r in micro.rows] for micro in batches.micro]
