@@ -1,12 +1,14 @@
 """Whole GRPO steps of a recipe run, from its warm start: what a step costs, without the recipe's evaluations.
 
-`python experiments/grpo_steps.py --from runs/mt_s2 --steps 3 [--allocator keep|glibc] [--seed 2] [--out runs/grpo_steps]`
+`python experiments/grpo_steps.py --from runs/mt_s2 --steps 3 [--allocator keep|glibc] [--sampler-dtype bfloat16] [--seed 2]
+[--out runs/grpo_steps]`
 
 Builds the environment of the recipe that ran in `--from` (examples/multiturn_grpo.yaml by default), loads the
 warm-started weights it saved (`warm_start.pt`), and runs `--steps` GRPO steps of its setting (the step metrics rows of
 `envgym train`, in `--out/metrics.jsonl`), then prints each step's rollout, update and step seconds with the load.
 `--allocator` is the process's C allocator: `keep` (what `envgym train` sets: `envgym.sandbox.malloc.keep_freed_memory`)
 or `glibc` (its defaults). Two processes that differ only there take the same steps: same episodes, same loss.
+`--sampler-dtype` overrides the recipe's `grpo.sampler_dtype` (a bfloat16 sampler draws other episodes).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--allocator", choices=("keep", "glibc"), default="keep")
     parser.add_argument("--seed", type=int, default=None, help="the GRPO seed (default: the recipe's)")
+    parser.add_argument("--sampler-dtype", choices=("float32", "bfloat16"), default=None)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("runs/grpo_steps"))
     args = parser.parse_args()
@@ -37,17 +40,17 @@ def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from update_ab import build  # beside this script
 
-    out = args.out / args.allocator
+    out = args.out / (args.allocator if args.sampler_dtype is None else f"{args.allocator}-{args.sampler_dtype}")
     for stale in ("metrics.jsonl", "rollouts.jsonl"):
         (out / stale).unlink(missing_ok=True)
-    trainer = build(args.source, out, args.threads, seed=args.seed)
+    trainer = build(args.source, out, args.threads, seed=args.seed, sampler_dtype=args.sampler_dtype)
     trainer.config.max_steps = args.steps
     trainer.config.save_every = 0
     load = os.getloadavg()[0]
     started = time.perf_counter()
     rows = trainer.train()
     keys = ("rollout_s", "update_s", "step_s", "reward_mean", "loss", "forwarded_tokens")
-    report = {"from": str(args.source), "allocator": args.allocator, "loadavg_start_end": [load, os.getloadavg()[0]],
+    report = {"from": str(args.source), "allocator": args.allocator, "sampler_dtype": trainer.config.sampler_dtype, "loadavg_start_end": [load, os.getloadavg()[0]],
               "wall_s": round(time.perf_counter() - started, 1),
               "max_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
               "minor_page_faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt,

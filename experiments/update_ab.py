@@ -59,7 +59,7 @@ class Phases:
         self.undo.append(lambda: setattr(owner, name, original))
 
 
-def build(source: Path, out: Path, threads: int, seed: int | None = None) -> Any:
+def build(source: Path, out: Path, threads: int, seed: int | None = None, sampler_dtype: str | None = None) -> Any:
     """The GRPO trainer of the recipe that ran in `source`, at its warm start (policy and KL reference)."""
     from envgym.train.config import GRPOConfig
     from envgym.train.policy import load_policy
@@ -72,6 +72,8 @@ def build(source: Path, out: Path, threads: int, seed: int | None = None) -> Any
     grpo = {**recipe.grpo, "env_id": env_id, "output_dir": str(out), "heldout_tasks": recipe.env.heldout}
     if seed is not None:
         grpo["seed"] = seed
+    if sampler_dtype is not None:
+        grpo["sampler_dtype"] = sampler_dtype
     trainer = GRPOTrainer(GRPOConfig.from_dict(grpo), policy=load_policy(grpo.get("model", "local"), 0))
     trainer.model.load_state_dict(torch.load(source / WARM_WEIGHTS, weights_only=True))
     trainer.freeze_reference()

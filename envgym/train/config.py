@@ -133,6 +133,12 @@ class GRPOConfig:
         "autocast (about 2.5x faster on a CPU with AVX512-BF16, matmuls 3.5-3.8x slower on one without: lscpu); "
         "weights, gradients, optimizer state, the output head and log-probabilities stay float32.",
     )
+    sampler_dtype: LearnerDtype = _knob(  # noqa: RUF009 (a field() factory)
+        "float32",
+        "Matmul precision of the in-process sampler (rollouts and evaluation): 'bfloat16' runs its forwards under "
+        "autocast (rollouts 1.28x faster on a CPU with AVX512-BF16: docs/results/grpo_step_profile.md). Tokens "
+        "are sampled from, and logprobs reported for, the bfloat16 distribution, so episodes differ from float32's.",
+    )
     max_steps: int = _knob(50, "Optimizer steps to train for.")
     seed: int = _knob(0, "Master seed: task order, sampling and model init derive from it.")
 

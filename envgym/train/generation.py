@@ -13,6 +13,7 @@ A session holds keys and values computed with the weights of the moment: open a 
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,9 +111,12 @@ def causal_lm(model: Any) -> Any:
 class CachedSampler:
     """Token ids in, sampled ids and their logprobs out, with prefix caching inside a `session()`."""
 
-    def __init__(self, model: Any, tokenizer: Any) -> None:
+    def __init__(self, model: Any, tokenizer: Any, dtype: str = "float32") -> None:
+        if dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"CachedSampler: dtype {dtype!r} is not 'float32' or 'bfloat16'")
         self.model = model
         self.tokenizer = tokenizer
+        self.autocast = torch.bfloat16 if dtype == "bfloat16" else None
         eos = tokenizer.eos_token_id
         self.eos_token_ids: set[int] = set(eos if isinstance(eos, list) else [eos])
         self.pad_token_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
@@ -121,6 +125,12 @@ class CachedSampler:
     def new_cache(self, lm: Any, capacity: int, past: KeyValues | None) -> DynamicCache:
         """The cache of one call, holding `past` (rows padded to one length) and room for `capacity` positions."""
         return _BufferCache(lm.config.num_hidden_layers, capacity, past)
+
+    def precision(self) -> Any:
+        """The context the sampler's forwards run in: bfloat16 autocast, or nothing (float32)."""
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(next(self.model.parameters()).device.type, dtype=self.autocast)
 
     def session(self) -> SamplerSession:
         """A sampler whose calls share one prefix cache (one rollout group, weights unchanged)."""
@@ -193,7 +203,7 @@ class SamplerSession:
         was_training = self.owner.model.training
         self.owner.model.eval()
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self.owner.precision():
                 self._share_prefix(prompts)
                 self._prefill_rows(prompts)
                 samples, entries = self._run(prompts, max_new_tokens, temperature, generator)

@@ -163,7 +163,7 @@ def build_server_sampler(
 def make_sampler(config: Any, model: Any, tokenizer: Any) -> Any:
     """The sampler a `GRPOConfig` asks for: `CachedSampler` in-process, or a `ServerSampler` (pushed lazily)."""
     if config.generation == "local":
-        return CachedSampler(model, tokenizer)
+        return CachedSampler(model, tokenizer, config.sampler_dtype)
     from envgym.train import distributed
 
     url = server_for_rank(str(config.server_url), config.server_kind, distributed.rank(), distributed.world_size())

@@ -421,7 +421,7 @@ class GRPOTrainer:
         if self.shard.size == 0:
             return None
         model = copy.deepcopy(self.model).eval()
-        sampler = CachedSampler(model, self.tokenizer)
+        sampler = CachedSampler(model, self.tokenizer, self.config.sampler_dtype)
         envs = [self.env_factory() for _ in range(len(self.envs))]
         first_step = self.step
         worker = RolloutWorker(

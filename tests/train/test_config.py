@@ -50,6 +50,7 @@ PINNED_DEFAULTS = {
     "max_grad_norm": 1.0,
     "micro_batch_size": 4,
     "learner_dtype": "float32",
+    "sampler_dtype": "float32",
     "max_steps": 50,
     "seed": 0,
     "lockstep_groups": False,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+import torch
 import pytest
 
 import envgym  # noqa: F401  (registers envgym/* ids)
@@ -125,3 +126,29 @@ def test_run_groups_batches_every_groups_turn_and_keeps_each_groups_seeds(policy
     assert [[s.token_ids for s in e.samples] for e in alone] == [[s.token_ids for s in e.samples] for e in direct]
     with pytest.raises(ValueError, match="run_groups: 5 envs, 3 tasks"):
         run_groups(envs[:5], tasks, [10, 20, 30], sampler, limits, temperature=1.0)
+
+
+def test_a_bfloat16_sampler_reports_the_bfloat16_distribution_it_samples_from(policy: tuple[Any, Any]) -> None:
+    """`GRPOConfig.sampler_dtype="bfloat16"`: the sampler's forwards run under autocast, and the logprobs it reports
+    are those of that distribution (a whole-sequence forward under the same autocast), not float32's."""
+    model, tokenizer = policy
+    prompt = tokenizer("<|im_start|>user\nWhat is 3 * 4?<|im_end|>\n<|im_start|>assistant\n",
+                       add_special_tokens=False)["input_ids"]
+    (sample,) = CachedSampler(model, tokenizer, "bfloat16").sample([prompt], max_new_tokens=8, temperature=1.0, seed=3)
+    ids = torch.tensor([prompt + sample.token_ids])
+    scored = slice(len(prompt) - 1, ids.shape[1] - 1)
+    reported = torch.tensor(sample.logprobs)
+
+    def whole(autocast: bool) -> torch.Tensor:
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            logits = model(input_ids=ids).logits[0, scored].float()
+        return torch.log_softmax(logits, -1).gather(-1, ids[0, 1:][scored].unsqueeze(1)).squeeze(1)
+
+    low, exact = (reported - whole(True)).abs().max(), (reported - whole(False)).abs().max()
+    assert low < exact, (low, exact)
+    assert exact > 1e-4  # the sampler really ran in bfloat16
+
+
+def test_an_unknown_sampler_dtype_is_refused_by_name(policy: tuple[Any, Any]) -> None:
+    with pytest.raises(ValueError, match="float16"):
+        CachedSampler(*policy, "float16")
