@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
-import torch
 import pytest
+import torch
 
 import envgym  # noqa: F401  (registers envgym/* ids)
 from envgym.llm.chat_template import encode_chat
