@@ -7,53 +7,64 @@ they were a quarter of a retail lookup step. These tests count the objects, not 
 
 from __future__ import annotations
 
-import gc
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import gymnasium as gym
 import pytest
 
-import envgym  # noqa: F401  (registers the environments)
 from envgym.world.tools import ResultLog, ToolErrorKind, ToolResult
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LOOKUP = '<tool_call>{"name": "get_order_details", "arguments": {"order_id": "#W0001"}}</tool_call>'
 
 
-def kept_per_step(env: gym.Env, action: str, steps: int) -> dict[str, int]:
-    """The tracked objects `steps` steps leave behind, by type name (the collector's own count, garbage removed)."""
-    gc.collect()
-    before = {id(o) for o in gc.get_objects()}
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(steps):
-            env.step(action)
-    finally:
-        if enabled:
-            gc.enable()
-    gc.collect()  # drops the step's garbage and stops watching tuples of plain values, as a collection does
-    kept: dict[str, int] = {}
-    for obj in gc.get_objects():
-        if id(obj) not in before:
-            kept[type(obj).__name__] = kept.get(type(obj).__name__, 0) + 1
-    return kept
+# Counted in a fresh interpreter: gc.get_objects() sees every thread's objects, and a thread an earlier test left
+# running (a server, a progress bar) allocates during the window (CI once saw its lock, bound method and tuples).
+KEPT_PER_STEP = """
+import gc, json, sys
+import gymnasium as gym
+import envgym
+
+action, steps = sys.argv[1], int(sys.argv[2])
+env = gym.make("envgym/retail-v0", max_steps=10**6).unwrapped
+env.reset(seed=0)
+env.step(action)  # first-call set-up (caches, lazily built state) is not per step
+gc.collect()
+before = {id(o) for o in gc.get_objects()}
+gc.disable()
+for _ in range(steps):
+    env.step(action)
+gc.enable()
+gc.collect()  # drops the steps' garbage and stops watching tuples of plain values, as a collection does
+kept = {}
+for obj in gc.get_objects():
+    if id(obj) not in before:
+        kept[type(obj).__name__] = kept.get(type(obj).__name__, 0) + 1
+print(json.dumps({"kept": kept, "results": len(env.tool_results), "records": len(env.calls.records)}))
+"""
+
+
+def run_python(code: str, *args: str) -> str:
+    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    child_env = {**os.environ, "PYTHONPATH": path}
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
+                          env=child_env)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
 
 
 def test_a_lookup_step_keeps_four_containers_for_the_collector() -> None:
     # Kept by the episode and unavoidable: the assistant message (a dict holding the `tool_calls` list holding one
     # call dict) and the result's copy of the order (a dict holding its `items` list). A ToolResult object per
     # call and a tool-call log row holding the arguments dict were two more, on every step.
-    env = gym.make("envgym/retail-v0", max_steps=10**6).unwrapped
-    env.reset(seed=0)
-    env.step(LOOKUP)  # first-call set-up (caches, lazily built state) is not per step
-    kept = kept_per_step(env, LOOKUP, 50)
+    out = json.loads(run_python(KEPT_PER_STEP, LOOKUP, "50"))
+    kept = out["kept"]
     assert sum(kept.values()) <= 4 * 50 + 5, kept
     assert "ToolResult" not in kept and "tuple" not in kept, kept
-    assert len(env.tool_results) == 51 and len(env.calls.records) == 51
+    assert out["results"] == 51 and out["records"] == 51
 
 
 def test_the_result_log_reads_back_what_was_appended() -> None:
@@ -85,8 +96,4 @@ def test_an_in_process_env_imports_no_module_it_does_not_use() -> None:
         " 'envgym.remote')\n"
         "print(sorted(m for m in mods if m in sys.modules))"
     )
-    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
-    child_env = {**os.environ, "PYTHONPATH": path}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=child_env)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "[]", proc.stdout
+    assert run_python(code).strip() == "[]"
