@@ -1,7 +1,7 @@
 """Whole GRPO steps of a recipe run, from its warm start: what a step costs, without the recipe's evaluations.
 
 `python experiments/grpo_steps.py --from runs/mt_s2 --steps 3 [--allocator keep|glibc] [--sampler-dtype bfloat16] [--seed 2]
-[--out runs/grpo_steps]`
+[--whole-rows] [--out runs/grpo_steps]`
 
 Builds the environment of the recipe that ran in `--from` (examples/multiturn_grpo.yaml by default), loads the
 warm-started weights it saved (`warm_start.pt`), and runs `--steps` GRPO steps of its setting (the step metrics rows of
@@ -9,6 +9,8 @@ warm-started weights it saved (`warm_start.pt`), and runs `--steps` GRPO steps o
 `--allocator` is the process's C allocator: `keep` (what `envgym train` sets: `envgym.sandbox.malloc.keep_freed_memory`)
 or `glibc` (its defaults). Two processes that differ only there take the same steps: same episodes, same loss.
 `--sampler-dtype` overrides the recipe's `grpo.sampler_dtype` (a bfloat16 sampler draws other episodes).
+`--whole-rows` makes every sampler row keep its own copy of the prefix all rows share (the sampler before
+`generation.SHARED_PREFIX_MIN`: the same tokens, up to float rounding).
 """
 
 from __future__ import annotations
@@ -32,15 +34,21 @@ def main() -> int:
     parser.add_argument("--allocator", choices=("keep", "glibc"), default="keep")
     parser.add_argument("--seed", type=int, default=None, help="the GRPO seed (default: the recipe's)")
     parser.add_argument("--sampler-dtype", choices=("float32", "bfloat16"), default=None)
+    parser.add_argument("--whole-rows", action="store_true", help="no prefix held once by the sampler")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("runs/grpo_steps"))
     args = parser.parse_args()
+    if args.whole_rows:
+        from envgym.train import generation
+
+        generation.SHARED_PREFIX_MIN = 2**62
     if args.allocator == "keep" and not keep_freed_memory():
         raise SystemExit("grpo_steps: --allocator keep needs glibc")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from update_ab import build  # beside this script
 
-    out = args.out / (args.allocator if args.sampler_dtype is None else f"{args.allocator}-{args.sampler_dtype}")
+    out = args.out / "-".join([args.allocator, *([args.sampler_dtype] if args.sampler_dtype else []),
+                               *(["whole-rows"] if args.whole_rows else [])])
     for stale in ("metrics.jsonl", "rollouts.jsonl"):
         (out / stale).unlink(missing_ok=True)
     trainer = build(args.source, out, args.threads, seed=args.seed, sampler_dtype=args.sampler_dtype)
@@ -50,7 +58,8 @@ def main() -> int:
     started = time.perf_counter()
     rows = trainer.train()
     keys = ("rollout_s", "update_s", "step_s", "reward_mean", "loss", "forwarded_tokens")
-    report = {"from": str(args.source), "allocator": args.allocator, "sampler_dtype": trainer.config.sampler_dtype, "loadavg_start_end": [load, os.getloadavg()[0]],
+    report = {"from": str(args.source), "allocator": args.allocator, "sampler_dtype": trainer.config.sampler_dtype,
+              "whole_rows": args.whole_rows, "loadavg_start_end": [load, os.getloadavg()[0]],
               "wall_s": round(time.perf_counter() - started, 1),
               "max_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
               "minor_page_faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt,

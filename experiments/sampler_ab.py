@@ -1,6 +1,6 @@
 """Is a change to the rollout sampler faster, and does it sample the same tokens? An interleaved A/B in one process.
 
-`python experiments/sampler_ab.py --from runs/mt_s2 --change rows|past|bf16 [--rounds 2] [--tasks 24] [--temperature 1.0]
+`python experiments/sampler_ab.py --from runs/mt_s2 --change rows|past|bf16|shared [--rounds 2] [--tasks 24] [--temperature 1.0]
 [--allocator glibc|keep]`
 
 Builds the environment of the recipe that ran in `--from` (examples/multiturn_grpo.yaml by default), loads the
@@ -12,7 +12,9 @@ batch (what a GRPO step's 4 groups of 6 are) before and after the change, altern
   three copies of every row's past a call) and laid out in those buffers directly (after: one copy);
 - `bf16`: the sampler in float32 (before) and under bfloat16 autocast (after; not a change made, a measure of what
   one would buy: it changes the numbers, so the episodes differ and the rows also report seconds per thousand
-  positions run, prefilled plus decoded).
+  positions run, prefilled plus decoded);
+- `shared`: every row's copy of the prefix all rows share in its own past (before) and that prefix held once,
+  attended to in one batched pass per layer and merged by log-sum-exp (after: `generation.SHARED_PREFIX_MIN`).
 `--allocator` is the process's C allocator (`glibc`: its defaults, as the A/Bs above ran; `keep`: what `envgym train`
 sets, `envgym.sandbox.malloc.keep_freed_memory`). Prints wall seconds, minor page faults (memory first touched), prefill and decode counts, and whether both played the same episodes (same seeds: the same
 sampled tokens unless float rounding differs).
@@ -57,26 +59,32 @@ def arms(change: str) -> list[tuple[str, Any, bool]]:
     """(label, a function that puts the sampler in that state, whether it samples under bfloat16 autocast) for before
     and after."""
     rows, past = generation.PADDING_BEFORE_ROWS, generation.SamplerSession._padded_past
+    shared = generation.SHARED_PREFIX_MIN
+    off = 2**62  # no prefix is held once: every row keeps its own copy (the sampler before that change)
 
-    def state(padding: float, padded_past: Any) -> Any:
+    def state(padding: float, padded_past: Any, shared_min: int = shared) -> Any:
         def apply() -> None:
             generation.PADDING_BEFORE_ROWS = padding
             generation.SamplerSession._padded_past = staticmethod(padded_past)  # type: ignore[method-assign]
+            generation.SHARED_PREFIX_MIN = shared_min
         return apply
 
+    # The earlier changes are measured as they were made: with every row's past whole (no prefix held once).
     if change == "rows":
-        return [("before", state(math.inf, past), False), ("after", state(rows, past), False)]
+        return [("before", state(math.inf, past, off), False), ("after", state(rows, past, off), False)]
     if change == "bf16":
-        return [("before", state(rows, past), False), ("after", state(rows, past), True)]
-    return [("before", state(rows, stacked_past), False), ("after", state(rows, past), False)]
+        return [("before", state(rows, past, off), False), ("after", state(rows, past, off), True)]
+    if change == "shared":
+        return [("before", state(rows, past, off), False), ("after", state(rows, past), False)]
+    return [("before", state(rows, stacked_past, off), False), ("after", state(rows, past, off), False)]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from", dest="source", type=Path, required=True, help="a recipe run's output folder")
-    parser.add_argument("--change", choices=("rows", "past", "bf16"), required=True,
+    parser.add_argument("--change", choices=("rows", "past", "bf16", "shared"), required=True,
                         help="rows: uneven rows prefilled alone; past: the cached past laid out in one copy; "
-                             "bf16: the sampler under bfloat16 autocast")
+                             "bf16: the sampler under bfloat16 autocast; shared: the shared prefix held once")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--tasks", type=int, default=24)
     parser.add_argument("--temperature", type=float, default=1.0)
@@ -100,7 +108,7 @@ def main() -> int:
     trainer.model.load_state_dict(torch.load(args.source / WARM_WEIGHTS, weights_only=True))
     tasks = (trainer.heldout_tasks + trainer.train_tasks)[: args.tasks]
     envs = trainer.envs[: len(tasks)] if len(trainer.envs) >= len(tasks) else trainer.envs
-    restore = arms("rows")[1][1]
+    restore = arms("shared")[1][1]  # the sampler as it is
     bf16 = torch.autocast("cpu", dtype=torch.bfloat16)
     results: dict[str, list[dict[str, object]]] = {"before": [], "after": []}
     for round_ in range(args.rounds):

@@ -4,9 +4,13 @@ A `CachedSampler.session()` keeps the keys and values of every sequence it has s
 tokens fed back), so the next turn of an episode, whose prompt extends its previous sequence, prefills only
 the new env tokens; the prompt prefix all rows of a call share (the system prompt and task of a GRPO group)
 is prefilled once, and a row whose new tokens far outnumber the others' is prefilled alone rather than padding
-every row to it. Rows leave the decode batch as soon as they sample an end token. Token ids and logprobs are
-those of the distribution each token was sampled from, `log_softmax(logits / temperature)` over the full
-vocabulary (greedy at temperature 0), as `envgym.llm.local.TransformersSampler` returns them.
+every row to it. Rows leave the decode batch as soon as they sample an end token. The prefix every row of a
+call has cached (a lockstep rollout's system prompt and tool schemas) is held once, not once a row: each row's
+queries attend to it in one batched pass and to the row's own past in another, merged exactly by their
+log-sum-exps (`shared_prefix_attention`), so a decode step reads those keys and values once instead of once a
+row. Token ids and logprobs are those of the distribution each token was sampled from,
+`log_softmax(logits / temperature)` over the full vocabulary (greedy at temperature 0), as
+`envgym.llm.local.TransformersSampler` returns them.
 
 A session holds keys and values computed with the weights of the moment: open a new one after each update.
 """
@@ -18,14 +22,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import DynamicCache
+from transformers import AttentionInterface, DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer
+from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from envgym.llm.local import TokenSample
 
 KeyValues = list[tuple[torch.Tensor, torch.Tensor]]  # per layer, each (kv_heads, length, head_dim)
 # A batched prefill whose padded positions exceed this many times its real ones runs row by row instead.
 PADDING_BEFORE_ROWS = 1.5
+# A prefix every row of a call has cached is held once when at least this long (shorter ones are not worth a second
+# attention pass per layer).
+SHARED_PREFIX_MIN = 64
 
 
 @dataclass
@@ -108,6 +117,77 @@ def causal_lm(model: Any) -> Any:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
+def _flash(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
+           scale: float | None, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention output and per-query log-sum-exp of the scaled scores (the kernel SDPA runs on CPU)."""
+    if mask is not None and mask.dtype == torch.bool:  # SDPA's own conversion: 0 where attended, -inf elsewhere
+        mask = torch.zeros(mask.shape, dtype=query.dtype).masked_fill_(~mask, float("-inf"))
+    elif mask is not None:
+        mask = mask.to(query.dtype)
+    if causal and key.shape[2] != query.shape[2]:
+        raise ValueError("shared_prefix_attention: a causal pass needs as many keys as queries")
+    output, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        query, key, value, 0.0, causal, attn_mask=mask, scale=scale)
+    return output, lse
+
+
+def shared_prefix_attention(
+    module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: torch.Tensor | None,
+    shared: KeyValues, scaling: float | None = None,
+) -> tuple[torch.Tensor, None]:
+    """Attention of every row's queries over `shared[layer]` (keys and values of a prefix all rows have, held once:
+    (1, kv_heads, C, head_dim)) followed by the row's own `key`/`value` under `attention_mask`, as SDPA computes it
+    over the two laid end to end: softmax(q [Ks; K]^T) [Vs; V] = a1 * o1 + a2 * o2, where o1 and o2 are the two
+    passes' outputs and a_i = exp(lse_i - logaddexp(lse1, lse2)) their shares of the softmax's mass. The shared
+    pass runs all rows' queries of a key/value head as one (rows x groups x length, head_dim) matrix against one
+    copy of the prefix. Returns (batch, length, heads, head_dim), as transformers' attention functions do."""
+    shared_keys, shared_values = shared[module.layer_idx]
+    batch, heads, length, dim = query.shape
+    kv_heads = key.shape[1]
+    groups = heads // kv_heads
+    dtype = torch.get_autocast_dtype(query.device.type) if torch.is_autocast_enabled(query.device.type) else query.dtype
+    query, key, value = query.to(dtype), key.to(dtype), value.to(dtype)
+    flat = query.reshape(batch, kv_heads, groups * length, dim).transpose(0, 1)
+    out_shared, lse_shared = _flash(flat.reshape(1, kv_heads, batch * groups * length, dim),
+                                    shared_keys.to(dtype), shared_values.to(dtype), None, scaling, False)
+    out_shared = out_shared.reshape(kv_heads, batch, groups * length, dim).transpose(0, 1).reshape(query.shape)
+    lse_shared = lse_shared.reshape(kv_heads, batch, groups * length).transpose(0, 1).reshape(batch, heads, length)
+    if length == 1:  # decode: a key/value head's query heads as the query length, the keys read once
+        out_own, lse_own = _flash(query.reshape(batch, kv_heads, groups, dim), key, value, attention_mask, scaling,
+                                  False)
+    else:  # no mask: no padding and no own past, so the rows' own tokens attend causally
+        out_own, lse_own = _flash(query, repeat_kv(key, groups), repeat_kv(value, groups), attention_mask, scaling,
+                                  attention_mask is None)
+    out_own, lse_own = out_own.reshape(query.shape), lse_own.reshape(batch, heads, length)
+    if attention_mask is not None:  # a query with no own key to attend (a padded one) has only the prefix's mass
+        allowed = attention_mask if attention_mask.dtype == torch.bool else attention_mask > float("-inf")
+        lse_own = lse_own.masked_fill(~allowed.any(-1), float("-inf"))  # the kernel reports 0 for such a row
+    total = torch.logaddexp(lse_shared, lse_own)
+    merged = (out_shared.float() * (lse_shared - total).exp().unsqueeze(-1)
+              + out_own.float() * (lse_own - total).exp().unsqueeze(-1))
+    return merged.to(dtype).transpose(1, 2).contiguous(), None
+
+
+def _attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+               attention_mask: torch.Tensor | None, envgym_shared_prefix: KeyValues | None = None,
+               **kwargs: Any) -> tuple[torch.Tensor, Any]:
+    """transformers' "sdpa" attention, unchanged unless a `CachedSampler` call passes its shared prefix."""
+    if envgym_shared_prefix is None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    return shared_prefix_attention(module, query, key, value, attention_mask, envgym_shared_prefix,
+                                   kwargs.get("scaling"))
+
+
+AttentionInterface.register("sdpa", _attention)
+
+
+def _holds_shared_prefix(lm: Any) -> bool:
+    """Whether `lm`'s attention takes a shared prefix: transformers' sdpa (CPU) with this module's wrapper in place
+    (any other attention would ignore the prefix passed to it)."""
+    return (getattr(lm.config, "_attn_implementation", None) == "sdpa"
+            and ALL_ATTENTION_FUNCTIONS["sdpa"] is _attention and lm.device.type == "cpu")
+
+
 class CachedSampler:
     """Token ids in, sampled ids and their logprobs out, with prefix caching inside a `session()`."""
 
@@ -120,7 +200,7 @@ class CachedSampler:
         eos = tokenizer.eos_token_id
         self.eos_token_ids: set[int] = set(eos if isinstance(eos, list) else [eos])
         self.pad_token_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
-        self.stats = {"prefill_tokens": 0, "decode_row_steps": 0, "rows_prefilled_alone": 0}
+        self.stats = {"prefill_tokens": 0, "decode_row_steps": 0, "rows_prefilled_alone": 0, "shared_prefix_rows": 0}
 
     def new_cache(self, lm: Any, capacity: int, past: KeyValues | None) -> DynamicCache:
         """The cache of one call, holding `past` (rows padded to one length) and room for `capacity` positions."""
@@ -220,25 +300,29 @@ class SamplerSession:
         lm = causal_lm(self.owner.model)
         matches = [self._best(p) for p in prompts]
         past = [length for _, length in matches]
-        width_past = max(past)
+        shared = self._shared_length(prompts, past) if _holds_shared_prefix(lm) else 0
+        held = self._held_prefix(matches, shared)
+        width_past = max(past) - shared  # each row's own cached past, after the prefix held once
         suffixes = [p[length:] for p, length in zip(prompts, past, strict=True)]
         width = max(len(s) for s in suffixes)
         rows = len(prompts)
-        # Row layout: [pad, cached prefix, pad, uncached suffix]; the last column is every row's last prompt token.
+        # Row layout: [pad, cached past, pad, uncached suffix]; the last column is every row's last prompt token.
         ids = torch.full((rows, width), self.owner.pad_token_id, dtype=torch.long)
         attention = torch.zeros((rows, width_past + width), dtype=torch.long)
         positions = torch.zeros((rows, width), dtype=torch.long)
         for row, (suffix, length) in enumerate(zip(suffixes, past, strict=True)):
             ids[row, width - len(suffix):] = torch.tensor(suffix)
-            attention[row, width_past - length: width_past] = 1
+            attention[row, width_past - (length - shared): width_past] = 1
             attention[row, width_past + width - len(suffix):] = 1
             positions[row, width - len(suffix):] = torch.arange(length, length + len(suffix))
         capacity = width_past + width + max_new_tokens
-        cache = self.owner.new_cache(lm, capacity, self._padded_past(matches, width_past, capacity)
+        cache = self.owner.new_cache(lm, capacity, self._padded_past(matches, width_past, capacity, shared)
                                      if width_past else None)
+        extra = {"envgym_shared_prefix": held} if held else {}
         self.owner.stats["prefill_tokens"] += sum(len(s) for s in suffixes)
+        self.owner.stats["shared_prefix_rows"] += rows if held else 0
         logits = lm(input_ids=ids, attention_mask=attention, position_ids=positions, cache=cache,
-                    use_cache=True, logits_to_keep=1).logits[:, -1].float()
+                    use_cache=True, logits_to_keep=1, **extra).logits[:, -1].float()
         fed = [list(p) for p in prompts]
         sampled: list[list[int]] = [[] for _ in prompts]
         logprobs: list[list[float]] = [[] for _ in prompts]
@@ -263,7 +347,7 @@ class SamplerSession:
                 elif step + 1 < max_new_tokens:
                     keep.append(batch_row)
                     continue
-                entries[index] = self._entry(fed[index], cache, attention, batch_row)
+                entries[index] = self._entry(fed[index], cache, attention, batch_row, held)
             if not keep:
                 live = []
                 break
@@ -277,18 +361,41 @@ class SamplerSession:
                 fed[index].append(sampled[index][-1])
             attention = torch.cat([attention, torch.ones((len(live), 1), dtype=torch.long)], dim=1)
             logits = lm(input_ids=chosen.unsqueeze(1), attention_mask=attention,
-                        position_ids=next_position.unsqueeze(1), cache=cache, use_cache=True).logits[:, -1].float()
+                        position_ids=next_position.unsqueeze(1), cache=cache, use_cache=True,
+                        **extra).logits[:, -1].float()
             next_position = next_position + 1
         for batch_row, index in enumerate(live):  # max_new_tokens == 0: the prompts themselves are cached
-            entries[index] = self._entry(fed[index], cache, attention, batch_row)
+            entries[index] = self._entry(fed[index], cache, attention, batch_row, held)
         samples = [TokenSample(sampled[i], logprobs[i], finished[i]) for i in range(rows)]
         return samples, [e for e in entries if e is not None]
 
     @staticmethod
-    def _padded_past(matches: list[tuple[_Entry | None, int]], width: int, capacity: int) -> KeyValues:
-        """Every row's cached keys and values, right-aligned in `width` positions behind zeros: views of buffers
-        with room for `capacity` positions, which the call's `_BufferCache` adopts as they are (one copy of
-        each row's past a call, where padding, stacking and the cache's first update made three)."""
+    def _shared_length(prompts: list[list[int]], past: list[int]) -> int:
+        """The prefix every row has cached and every prompt shares, when there are rows to share it and it is
+        long enough to be held once (`SHARED_PREFIX_MIN`); else 0."""
+        if len(prompts) < 2:
+            return 0
+        shared = min(past)
+        for prompt in prompts[1:]:
+            shared = min(shared, _common_prefix(prompts[0], prompt))
+        return shared if shared >= SHARED_PREFIX_MIN else 0
+
+    @staticmethod
+    def _held_prefix(matches: list[tuple[_Entry | None, int]], shared: int) -> KeyValues:
+        """The keys and values of the first `shared` positions, once for all rows: (1, kv_heads, shared, dim)."""
+        if not shared:
+            return []
+        entry = next(e for e, _ in matches if e is not None)
+        return [(keys[:, :shared].unsqueeze(0).contiguous(), values[:, :shared].unsqueeze(0).contiguous())
+                for keys, values in entry.kv]
+
+    @staticmethod
+    def _padded_past(matches: list[tuple[_Entry | None, int]], width: int, capacity: int,
+                     start: int = 0) -> KeyValues:
+        """Every row's cached keys and values from position `start` (after a prefix held once), right-aligned in
+        `width` positions behind zeros: views of buffers with room for `capacity` positions, which the call's
+        `_BufferCache` adopts as they are (one copy of each row's past a call, where padding, stacking and the
+        cache's first update made three)."""
         reference = next(e for e, _ in matches if e is not None).kv
         out: KeyValues = []
         for layer_keys, layer_values in reference:
@@ -297,10 +404,11 @@ class SamplerSession:
             values = layer_values.new_empty(keys.shape)
             out.append((keys, values))
         for row, (entry, length) in enumerate(matches):
-            pad = width - length
+            own = max(length - start, 0)
+            pad = width - own
             for (keys, values), (key, value) in zip(out, entry.kv if entry is not None else [], strict=False):
-                keys[row, :, pad:width] = key[:, :length]
-                values[row, :, pad:width] = value[:, :length]
+                keys[row, :, pad:width] = key[:, start:length]
+                values[row, :, pad:width] = value[:, start:length]
             if pad:
                 for keys, values in out:
                     keys[row, :, :pad] = 0
@@ -308,10 +416,15 @@ class SamplerSession:
         return [(keys[:, :, :width], values[:, :, :width]) for keys, values in out]
 
     @staticmethod
-    def _entry(fed: list[int], cache: DynamicCache, attention: torch.Tensor, batch_row: int) -> _Entry:
+    def _entry(fed: list[int], cache: DynamicCache, attention: torch.Tensor, batch_row: int,
+               held: KeyValues) -> _Entry:
         real = attention[batch_row, : cache.get_seq_length()].bool()
         layers: list[Any] = list(cache.layers)
         kv = [(layer.keys[batch_row][:, real], layer.values[batch_row][:, real]) for layer in layers]
-        if int(real.sum()) != len(fed):
-            raise RuntimeError(f"CachedSampler: {int(real.sum())} cached positions for {len(fed)} tokens")
+        if held:  # the row's whole sequence: the prefix held once, then its own positions
+            kv = [(torch.cat([keys[0], k], dim=1), torch.cat([values[0], v], dim=1))
+                  for (keys, values), (k, v) in zip(held, kv, strict=True)]
+        shared = held[0][0].shape[2] if held else 0
+        if shared + int(real.sum()) != len(fed):
+            raise RuntimeError(f"CachedSampler: {shared + int(real.sum())} cached positions for {len(fed)} tokens")
         return _Entry(list(fed), kv)
