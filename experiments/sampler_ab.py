@@ -48,7 +48,8 @@ def stacked_past(matches: list[tuple[Any, int]], width: int, capacity: int) -> g
         keys, values = [], []
         for entry, length in matches:
             empty = like.new_zeros((like.shape[0], 0, like.shape[2]))
-            key, value = (entry.kv[layer][0][:, :length], entry.kv[layer][1][:, :length]) if entry else (empty, empty)
+            pieces = entry.span(layer, 0, length) if entry else [(empty, empty)]
+            key, value = torch.cat([k for k, _ in pieces], dim=1), torch.cat([v for _, v in pieces], dim=1)
             keys.append(torch.nn.functional.pad(key, (0, 0, width - length, 0)))
             values.append(torch.nn.functional.pad(value, (0, 0, width - length, 0)))
         out.append((torch.stack(keys), torch.stack(values)))

@@ -25,7 +25,7 @@ from envgym.sandbox.server import make_http_server, serve_until_stopped
 from envgym.sandbox.server_env import EnvHost, EnvSessions
 from envgym.sandbox.service import SandboxService
 from envgym.sandbox.tokens import TokenFileError, read_token_file, write_new_token
-from envgym.sandbox.workers import WorkerHost, start_workers
+from envgym.sandbox.workers import WorkerHost, front_pid, start_workers
 
 
 def resolve_env_id(name: str) -> str:
@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"envgym serve: {env_id} on http://{args.host}:{port} {auth}", file=sys.stderr, flush=True)
         if args.json:
             print_json({"env": env_id, "url": f"http://{args.host}:{port}", "token_file": token_file, **budgets})
-        reason = serve_until_stopped(service, server)
+        reason = serve_until_stopped(service, server, parent=front_pid())
         print(f"envgym serve: stopped ({reason})", file=sys.stderr, flush=True)
     return 0
 

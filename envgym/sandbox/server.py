@@ -69,8 +69,11 @@ def stop_on_signals(service: SandboxService) -> Iterator[list[str]]:
             signal.signal(sig, handler)
 
 
-def serve_until_stopped(service: SandboxService, server: HttpServer, poll_s: float = 0.25) -> str:
-    """Serve until the service is stopped (also by SIGINT/SIGTERM), its ttl passes or it idles out.
+def serve_until_stopped(service: SandboxService, server: HttpServer, poll_s: float = 0.25,
+                        parent: int | None = None) -> str:
+    """Serve until the service is stopped (also by SIGINT/SIGTERM), its ttl passes or it idles out, or, with
+    `parent`, this process's parent is no longer that pid (it exited: a worker whose front died by a signal its
+    death signal did not reach stops within `poll_s`).
 
     Returns the reason it stopped.
     """
@@ -82,6 +85,9 @@ def serve_until_stopped(service: SandboxService, server: HttpServer, poll_s: flo
             expired = service.expired()
             if expired is not None:
                 reason = expired
+                break
+            if parent is not None and os.getppid() != parent:
+                reason = "parent exited"
                 break
             if service.env_host is not None:
                 service.env_host.reap_idle()

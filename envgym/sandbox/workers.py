@@ -9,7 +9,8 @@ forwards its calls to the worker named by the session id's prefix (two hops, slo
 Workers are `envgym serve` processes on the same host, with the same token file (never copied) and each its own
 session-id prefix. Each worker reaps its own idle sessions and enforces its share of the session limit. A worker
 that exits takes its sessions with it; the front then stops too (`on_exit`), so a supervisor restarts the whole
-server rather than clients meeting a half-working one. Workers die with the front, even when it is SIGKILLed.
+server rather than clients meeting a half-working one. Workers die with the front, even when it is SIGKILLed: the
+kernel sends them SIGTERM (`PR_SET_PDEATHSIG`), and each also stops once its parent is no longer the front.
 """
 
 from __future__ import annotations
@@ -70,11 +71,21 @@ class Worker:
             self.idle.put(client)
 
 
+FRONT_PID_ENV = "ENVGYM_SERVE_FRONT_PID"
+
+
 def _worker_env() -> dict[str, str]:
-    """The parent's environment, with this envgym first on the path: workers run the same code as the front."""
+    """The parent's environment, with this envgym first on the path (workers run the same code as the front) and the
+    front's pid: a worker also stops when its parent is no longer the front (the death signal's fallback)."""
     source = str(Path(__file__).resolve().parents[2])
     path = os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path}
+    return {**os.environ, "PYTHONPATH": path, FRONT_PID_ENV: str(os.getpid())}
+
+
+def front_pid() -> int | None:
+    """In a worker: the pid of the front that started it (read once, and removed from the environment)."""
+    value = os.environ.pop(FRONT_PID_ENV, None)
+    return int(value) if value and value.isdigit() else None
 
 
 def start_workers(

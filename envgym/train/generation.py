@@ -39,8 +39,29 @@ SHARED_PREFIX_MIN = 64
 
 @dataclass
 class _Entry:
+    """A cached sequence: `kv` holds its positions from `start` on; the first `start` positions are `prefix`, the
+    prefix held once by the call that made the entry (shared with that call's other rows, not copied)."""
+
     token_ids: list[int]
     kv: KeyValues
+    prefix: KeyValues | None = None  # per layer (1, kv_heads, start, head_dim)
+
+    @property
+    def start(self) -> int:
+        return self.prefix[0][0].shape[2] if self.prefix else 0
+
+    def span(self, layer: int, begin: int, end: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Views of positions [begin, end) of `layer`'s keys and values, (kv_heads, n, head_dim) each: one piece, or
+        two when the span crosses from the prefix into the entry's own positions."""
+        pieces = []
+        if self.prefix and begin < self.start:
+            keys, values = self.prefix[layer]
+            pieces.append((keys[0, :, begin : min(end, self.start)], values[0, :, begin : min(end, self.start)]))
+        if end > self.start:
+            keys, values = self.kv[layer]
+            own = slice(max(begin, self.start) - self.start, end - self.start)
+            pieces.append((keys[:, own], values[:, own]))
+        return pieces
 
 
 class _BufferLayer(DynamicLayer):
@@ -300,7 +321,7 @@ class SamplerSession:
         lm = causal_lm(self.owner.model)
         matches = [self._best(p) for p in prompts]
         past = [length for _, length in matches]
-        shared = self._shared_length(prompts, past) if _holds_shared_prefix(lm) else 0
+        shared = self._shared_length(prompts, matches) if _holds_shared_prefix(lm) else 0
         held = self._held_prefix(matches, shared)
         width_past = max(past) - shared  # each row's own cached past, after the prefix held once
         suffixes = [p[length:] for p, length in zip(prompts, past, strict=True)]
@@ -370,24 +391,34 @@ class SamplerSession:
         return samples, [e for e in entries if e is not None]
 
     @staticmethod
-    def _shared_length(prompts: list[list[int]], past: list[int]) -> int:
-        """The prefix every row has cached and every prompt shares, when there are rows to share it and it is
-        long enough to be held once (`SHARED_PREFIX_MIN`); else 0."""
+    def _shared_length(prompts: list[list[int]], matches: list[tuple[_Entry | None, int]]) -> int:
+        """The prefix held once in this call, when at least `SHARED_PREFIX_MIN` long (else 0): with several rows, the
+        prefix every row has cached and every prompt shares; a row alone keeps pointing at the prefix its entry holds
+        (rather than copying it into its cache and its new entry)."""
         if len(prompts) < 2:
-            return 0
-        shared = min(past)
-        for prompt in prompts[1:]:
-            shared = min(shared, _common_prefix(prompts[0], prompt))
+            entry, length = matches[0]
+            shared = min(entry.start, length) if entry is not None else 0
+        else:
+            shared = min(length for _, length in matches)
+            for prompt in prompts[1:]:
+                shared = min(shared, _common_prefix(prompts[0], prompt))
         return shared if shared >= SHARED_PREFIX_MIN else 0
 
     @staticmethod
     def _held_prefix(matches: list[tuple[_Entry | None, int]], shared: int) -> KeyValues:
-        """The keys and values of the first `shared` positions, once for all rows: (1, kv_heads, shared, dim)."""
+        """The keys and values of the first `shared` positions, once for all rows: (1, kv_heads, shared, dim); views
+        of the prefix an earlier call held, when it covers them."""
         if not shared:
             return []
         entry = next(e for e, _ in matches if e is not None)
-        return [(keys[:, :shared].unsqueeze(0).contiguous(), values[:, :shared].unsqueeze(0).contiguous())
-                for keys, values in entry.kv]
+        if entry.prefix and entry.start >= shared:
+            return [(keys[:, :, :shared], values[:, :, :shared]) for keys, values in entry.prefix]
+        out = []
+        for layer in range(len(entry.kv)):
+            pieces = entry.span(layer, 0, shared)
+            out.append((torch.cat([k for k, _ in pieces], dim=1).unsqueeze(0),
+                        torch.cat([v for _, v in pieces], dim=1).unsqueeze(0)))
+        return out
 
     @staticmethod
     def _padded_past(matches: list[tuple[_Entry | None, int]], width: int, capacity: int,
@@ -406,9 +437,12 @@ class SamplerSession:
         for row, (entry, length) in enumerate(matches):
             own = max(length - start, 0)
             pad = width - own
-            for (keys, values), (key, value) in zip(out, entry.kv if entry is not None else [], strict=False):
-                keys[row, :, pad:width] = key[:, start:length]
-                values[row, :, pad:width] = value[:, start:length]
+            for layer, (keys, values) in enumerate(out if entry is not None and own else []):
+                at = pad
+                for key, value in entry.span(layer, start, length):  # type: ignore[union-attr]
+                    keys[row, :, at : at + key.shape[1]] = key
+                    values[row, :, at : at + key.shape[1]] = value
+                    at += key.shape[1]
             if pad:
                 for keys, values in out:
                     keys[row, :, :pad] = 0
@@ -421,10 +455,7 @@ class SamplerSession:
         real = attention[batch_row, : cache.get_seq_length()].bool()
         layers: list[Any] = list(cache.layers)
         kv = [(layer.keys[batch_row][:, real], layer.values[batch_row][:, real]) for layer in layers]
-        if held:  # the row's whole sequence: the prefix held once, then its own positions
-            kv = [(torch.cat([keys[0], k], dim=1), torch.cat([values[0], v], dim=1))
-                  for (keys, values), (k, v) in zip(held, kv, strict=True)]
-        shared = held[0][0].shape[2] if held else 0
-        if shared + int(real.sum()) != len(fed):
-            raise RuntimeError(f"CachedSampler: {shared + int(real.sum())} cached positions for {len(fed)} tokens")
-        return _Entry(list(fed), kv)
+        entry = _Entry(list(fed), kv, held or None)  # the row's whole sequence: the held prefix, then its own positions
+        if entry.start + int(real.sum()) != len(fed):
+            raise RuntimeError(f"CachedSampler: {entry.start + int(real.sum())} cached positions for {len(fed)} tokens")
+        return entry

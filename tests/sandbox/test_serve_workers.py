@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -88,13 +89,46 @@ def test_workers_require_the_token_too(served: Served) -> None:
     env.close()
 
 
+def _left_behind(pids: list[int]) -> str:
+    """The pids still running, with their state, kernel wait channel and signal masks (a failure's diagnosis)."""
+    out = []
+    for pid in (p for p in pids if _running(p)):
+        with contextlib.suppress(OSError):
+            status = {k: v.strip() for k, _, v in (line.partition(":") for line in
+                                                   Path(f"/proc/{pid}/status").read_text().splitlines())}
+            wchan = Path(f"/proc/{pid}/wchan").read_text()
+            out.append(f"{pid}: {status.get('State')} wchan={wchan} ppid={status.get('PPid')} "
+                       f"blocked={status.get('SigBlk')} ignored={status.get('SigIgn')} caught={status.get('SigCgt')}")
+        os.kill(pid, signal.SIGKILL)  # leave nothing running after the test
+    return "; ".join(out)
+
+
 def test_workers_die_with_the_front_even_when_it_is_killed() -> None:
     server = start_serve("--workers", "2")
     workers = _children(server.proc.pid)
     assert len(workers) == 2
     server.proc.kill()
     server.proc.wait()
-    assert _wait_gone(workers), f"workers left behind: {[p for p in workers if _running(p)]}"
+    assert _wait_gone(workers), f"workers left behind: {_left_behind(workers)}"
+
+
+def _block_sigterm() -> None:
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
+def test_workers_whose_death_signal_cannot_reach_them_stop_when_the_front_is_gone() -> None:
+    # A blocked signal mask is inherited by the workers: the SIGTERM the kernel sends them when the front dies stays
+    # pending. Each worker also stops once its parent is no longer the front.
+    server = start_serve("--workers", "2", preexec_fn=_block_sigterm)
+    workers = _children(server.proc.pid)
+    assert len(workers) == 2
+    for pid in workers:  # the mask did reach them: SIGTERM (bit 15) is blocked
+        blocked = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                       if line.startswith("SigBlk:"))
+        assert int(blocked.split()[1], 16) & (1 << (signal.SIGTERM - 1))
+    server.proc.kill()
+    server.proc.wait()
+    assert _wait_gone(workers), f"workers left behind: {_left_behind(workers)}"
 
 
 def test_the_front_stops_when_a_worker_dies() -> None:

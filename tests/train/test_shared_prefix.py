@@ -70,7 +70,7 @@ def test_attention_over_a_prefix_held_once_is_sdpa_over_the_prefix_and_each_rows
                                          case["shared"], scaling=0.3)
         theirs = _sdpa_over_both(case, scale=0.3)
     assert low.dtype == theirs.dtype == torch.bfloat16
-    assert (low.float() - expected).abs().max() < 3 * max((theirs.float() - expected).abs().max(), 1e-3)
+    assert (low.float() - expected).abs().max() < 3 * max(float((theirs.float() - expected).abs().max()), 1e-3)
 
 
 def test_without_a_mask_the_rows_own_tokens_attend_causally() -> None:
@@ -124,8 +124,10 @@ def test_a_sampler_holding_the_shared_prefix_once_samples_what_a_plain_forward_d
             for mine, theirs in zip(samples, expected, strict=True):
                 assert max(abs(a - b) for a, b in zip(mine.logprobs, theirs.logprobs, strict=True)) < 1e-4
     assert cached.stats["shared_prefix_rows"] == 9  # every call of the three turns held the prefix once
-    # Every cached entry is its row's whole sequence: the prefix held once, then the row's own positions.
-    assert all(len(e.kv[0][0][0]) == len(e.token_ids) for e in session.entries)
+    # Every cached entry is its row's whole sequence: the prefix held once, shared by the rows, then its own positions.
+    assert len(session.entries) == 3 and all(e.start >= shared for e in session.entries)
+    assert all(e.start + e.kv[0][0].shape[1] == len(e.token_ids) for e in session.entries)
+    assert len({e.prefix[0][0].data_ptr() for e in session.entries if e.prefix}) == 1
 
 
 @pytest.mark.slow
@@ -143,6 +145,33 @@ def test_sampled_turns_are_those_of_the_sampler_with_every_row_keeping_its_own_p
     for mine, theirs in zip(with_prefix, without, strict=True):
         for a, b in zip(mine, theirs, strict=True):
             assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-4
+
+
+@pytest.mark.slow
+def test_rows_prefilled_alone_point_at_the_held_prefix_and_sample_what_a_plain_forward_does() -> None:
+    # A turn where one row's reply is long: rows are prefilled one by one (`_prefill_rows`), each on top of the prefix
+    # the first call held, which its new entry keeps pointing at instead of copying.
+    model, tokenizer = tiny_random_policy(seed=11)
+    cached, plain = CachedSampler(model, tokenizer), TransformersSampler(model, tokenizer)
+    session = cached.session()
+    prompts = [_prompts(tokenizer)[0]] * 4
+    first = session.sample(prompts, max_new_tokens=5, temperature=0.0)
+    held = {e.prefix[0][0].data_ptr() for e in session.entries if e.prefix}
+    assert len(held) == 1
+    replies = ["<|im_start|>tool\n" + "12, " * 40, "<|im_start|>user\nOk.", "<|im_start|>user\nGo on.",
+               "<|im_start|>user\nYes, please."]
+    prompts = [p + s.token_ids + tokenizer(f"<|im_end|>\n{r}<|im_end|>\n<|im_start|>assistant\n",
+                                            add_special_tokens=False)["input_ids"]
+               for p, s, r in zip(prompts, first, replies, strict=True)]
+    before = dict(cached.stats)
+    got = session.sample(prompts, max_new_tokens=6, temperature=0.0)
+    assert cached.stats["rows_prefilled_alone"] - before["rows_prefilled_alone"] == 4
+    # The prefix the four rows now share prefilled once, each row alone, then the four together: all on the held one.
+    assert cached.stats["shared_prefix_rows"] - before["shared_prefix_rows"] == 1 + 4 + 4
+    expected = plain.sample(prompts, max_new_tokens=6, temperature=0.0)
+    assert [s.token_ids for s in got] == [s.token_ids for s in expected]
+    for mine, theirs in zip(got, expected, strict=True):
+        assert max(abs(a - b) for a, b in zip(mine.logprobs, theirs.logprobs, strict=True)) < 1e-4
 
 
 @pytest.mark.slow
