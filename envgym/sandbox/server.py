@@ -50,7 +50,12 @@ def stop_on_signals(service: SandboxService) -> Iterator[list[str]]:
     A process started from a non-interactive shell's background job (CI runners, `nohup`, `&`) inherits SIGINT as
     *ignored*, and Python then installs no KeyboardInterrupt handler: relying on the default made `envgym serve`
     deaf to SIGINT under CI. Handlers are installed explicitly (main thread only) and restored on exit; the yielded
-    list receives the name of the signal that stopped the service.
+    list receives the name of each signal, and the caller's loop stops on it (`serve_until_stopped` polls it).
+
+    The handler only appends: it must take no lock. It runs in the main thread between two bytecodes, and the main
+    thread spends its life in `service.stopped.wait()`, which holds that event's lock around its waits; a handler that
+    called `stopped.set()` there waited on a lock its own thread held, forever (an `envgym serve` worker was found so,
+    SIGTERMed when its front died and never exiting).
     """
     received: list[str] = []
     if threading.current_thread() is not threading.main_thread():
@@ -59,7 +64,6 @@ def stop_on_signals(service: SandboxService) -> Iterator[list[str]]:
 
     def handle(signum: int, _frame: object) -> None:
         received.append(signal.Signals(signum).name)
-        service.stopped.set()
 
     previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -81,7 +85,7 @@ def serve_until_stopped(service: SandboxService, server: HttpServer, poll_s: flo
     thread.start()
     reason = "shutdown"
     with stop_on_signals(service) as received:
-        while not service.stopped.wait(poll_s):
+        while not received and not service.stopped.wait(poll_s):
             expired = service.expired()
             if expired is not None:
                 reason = expired

@@ -169,6 +169,30 @@ def test_serve_stops_promptly_on_a_signal_even_when_its_parent_ignored_sigint(si
     assert server.stop(sig, wait_s=5) == 0
 
 
+SIGNAL_WHILE_WAITING = """
+import signal, tempfile
+from envgym.sandbox.process import ExecDefaults
+from envgym.sandbox.server import stop_on_signals
+from envgym.sandbox.service import SandboxService
+
+service = SandboxService("t", ExecDefaults(tempfile.mkdtemp(), timeout_s=10))
+with stop_on_signals(service) as received:
+    # Where a server's main thread spends its life: inside service.stopped.wait(), holding that event's own lock.
+    with service.stopped._cond:
+        signal.raise_signal(signal.SIGTERM)
+print(received)
+"""
+
+
+def test_a_signal_that_lands_while_the_server_waits_on_its_stop_event_is_taken_without_a_lock() -> None:
+    # A handler that set the stop event there waited on a lock its own thread held: an `envgym serve` worker was
+    # found so, SIGTERMed by its dying front and alive hours later. The handler now only records the signal.
+    proc = subprocess.run([sys.executable, "-c", SIGNAL_WHILE_WAITING], capture_output=True, text=True, timeout=30,
+                          env=child_env())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['SIGTERM']"
+
+
 def test_the_trainer_rolls_out_on_an_env_server_as_it_does_in_process(served: Served, tmp_path: Path) -> None:
     # Issue 18: rollouts against RemoteEnv endpoints (on Kubernetes, the env-server Service).
     from envgym.train import GRPOConfig, GRPOTrainer
