@@ -9,7 +9,11 @@ batch: 4 lockstep groups of 6; cached in `--out/groups.pt`, so later calls time 
 - `mbN`: micro-batches of N samples (run 13: 2); the loss ("dapo", a token mean over the step) is the same sum
   however the samples are cut;
 - `boolmask`: micro-batches of 2 with the 2D attention mask (transformers makes its boolean 4D mask from it, which
-  SDPA turns into an additive one in every layer: the learner before `StepBatches._additive_mask`).
+  SDPA turns into an additive one in every layer: the learner before `StepBatches._additive_mask`);
+- `masked`: micro-batches of 2 on top of the prefix with the additive mask over prefix and own tokens (one SDPA pass
+  per layer: the learner before `envgym.train.attention`'s prefix pass plus causal pass, which `mbN` runs);
+- `denseemb`: micro-batches of 2 whose embedding lookups backpropagate a dense vocabulary x hidden gradient (the
+  learner before `learner._sparse_embedding_gradient`).
 `--allocator` is the process's C allocator (`keep`: what `envgym train` sets; `glibc`: its defaults).
 Each arm's phases (reference forward, policy forward, backward, the rest) and how far its updated weights lie from
 the first arm's (max |difference|: float rounding only, if the math is the same) are printed and written to
@@ -19,11 +23,12 @@ the first arm's (max |difference|: float rounding only, if the math is the same)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +62,11 @@ class Phases:
 
         setattr(owner, name, timed)
         self.undo.append(lambda: setattr(owner, name, original))
+
+
+@contextlib.contextmanager
+def _no_context(lm: Any) -> Iterator[None]:
+    yield
 
 
 def build(source: Path, out: Path, threads: int, seed: int | None = None, sampler_dtype: str | None = None) -> Any:
@@ -132,16 +142,24 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     first_weights: dict[str, torch.Tensor] | None = None
     additive_mask = learner.StepBatches._additive_mask
+    holds_shared_prefix = learner.holds_shared_prefix
+    sparse_embedding_gradient = learner._sparse_embedding_gradient
     for round_ in range(args.rounds):
         for arm in arms:
-            if arm == "boolmask":
+            learner.holds_shared_prefix = (lambda lm: False) if arm in ("boolmask", "masked") else holds_shared_prefix
+            dense = arm in ("boolmask", "masked", "denseemb")
+            learner._sparse_embedding_gradient = _no_context if dense else sparse_embedding_gradient
+            if arm in ("masked", "denseemb"):
+                learner.StepBatches._additive_mask = additive_mask  # type: ignore[method-assign]
+                trainer.config.micro_batch_size = 2
+            elif arm == "boolmask":
                 learner.StepBatches._additive_mask = lambda self, micro, dtype: micro.attention  # type: ignore
                 trainer.config.micro_batch_size = 2
             elif arm.startswith("mb") and arm[2:].isdigit():
                 learner.StepBatches._additive_mask = additive_mask  # type: ignore[method-assign]
                 trainer.config.micro_batch_size = int(arm[2:])
             else:
-                raise SystemExit(f"update_ab: unknown arm {arm!r} (known: mbN, boolmask)")
+                raise SystemExit(f"update_ab: unknown arm {arm!r} (known: mbN, boolmask, masked, denseemb)")
             trainer.model.load_state_dict(start_weights)
             trainer.optimizer.load_state_dict(start_optimizer)
             phases.seconds.clear()

@@ -7,7 +7,7 @@ is prefilled once, and a row whose new tokens far outnumber the others' is prefi
 every row to it. Rows leave the decode batch as soon as they sample an end token. The prefix every row of a
 call has cached (a lockstep rollout's system prompt and tool schemas) is held once, not once a row: each row's
 queries attend to it in one batched pass and to the row's own past in another, merged exactly by their
-log-sum-exps (`shared_prefix_attention`), so a decode step reads those keys and values once instead of once a
+log-sum-exps (`envgym.train.attention`), so a decode step reads those keys and values once instead of once a
 row. Token ids and logprobs are those of the distribution each token was sampled from,
 `log_softmax(logits / temperature)` over the full vocabulary (greedy at temperature 0), as
 `envgym.llm.local.TransformersSampler` returns them.
@@ -22,14 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import AttentionInterface, DynamicCache
+from transformers import DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer
-from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from envgym.llm.local import TokenSample
+from envgym.train.attention import KeyValues, holds_shared_prefix
 
-KeyValues = list[tuple[torch.Tensor, torch.Tensor]]  # per layer, each (kv_heads, length, head_dim)
 # A batched prefill whose padded positions exceed this many times its real ones runs row by row instead.
 PADDING_BEFORE_ROWS = 1.5
 # A prefix every row of a call has cached is held once when at least this long (shorter ones are not worth a second
@@ -136,77 +134,6 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 def causal_lm(model: Any) -> Any:
     """The transformers causal LM inside `model` (a peft wrapper's base model, adapters still active)."""
     return model.get_base_model() if hasattr(model, "get_base_model") else model
-
-
-def _flash(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-           scale: float | None, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention output and per-query log-sum-exp of the scaled scores (the kernel SDPA runs on CPU)."""
-    if mask is not None and mask.dtype == torch.bool:  # SDPA's own conversion: 0 where attended, -inf elsewhere
-        mask = torch.zeros(mask.shape, dtype=query.dtype).masked_fill_(~mask, float("-inf"))
-    elif mask is not None:
-        mask = mask.to(query.dtype)
-    if causal and key.shape[2] != query.shape[2]:
-        raise ValueError("shared_prefix_attention: a causal pass needs as many keys as queries")
-    output, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-        query, key, value, 0.0, causal, attn_mask=mask, scale=scale)
-    return output, lse
-
-
-def shared_prefix_attention(
-    module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: torch.Tensor | None,
-    shared: KeyValues, scaling: float | None = None,
-) -> tuple[torch.Tensor, None]:
-    """Attention of every row's queries over `shared[layer]` (keys and values of a prefix all rows have, held once:
-    (1, kv_heads, C, head_dim)) followed by the row's own `key`/`value` under `attention_mask`, as SDPA computes it
-    over the two laid end to end: softmax(q [Ks; K]^T) [Vs; V] = a1 * o1 + a2 * o2, where o1 and o2 are the two
-    passes' outputs and a_i = exp(lse_i - logaddexp(lse1, lse2)) their shares of the softmax's mass. The shared
-    pass runs all rows' queries of a key/value head as one (rows x groups x length, head_dim) matrix against one
-    copy of the prefix. Returns (batch, length, heads, head_dim), as transformers' attention functions do."""
-    shared_keys, shared_values = shared[module.layer_idx]
-    batch, heads, length, dim = query.shape
-    kv_heads = key.shape[1]
-    groups = heads // kv_heads
-    dtype = torch.get_autocast_dtype(query.device.type) if torch.is_autocast_enabled(query.device.type) else query.dtype
-    query, key, value = query.to(dtype), key.to(dtype), value.to(dtype)
-    flat = query.reshape(batch, kv_heads, groups * length, dim).transpose(0, 1)
-    out_shared, lse_shared = _flash(flat.reshape(1, kv_heads, batch * groups * length, dim),
-                                    shared_keys.to(dtype), shared_values.to(dtype), None, scaling, False)
-    out_shared = out_shared.reshape(kv_heads, batch, groups * length, dim).transpose(0, 1).reshape(query.shape)
-    lse_shared = lse_shared.reshape(kv_heads, batch, groups * length).transpose(0, 1).reshape(batch, heads, length)
-    if length == 1:  # decode: a key/value head's query heads as the query length, the keys read once
-        out_own, lse_own = _flash(query.reshape(batch, kv_heads, groups, dim), key, value, attention_mask, scaling,
-                                  False)
-    else:  # no mask: no padding and no own past, so the rows' own tokens attend causally
-        out_own, lse_own = _flash(query, repeat_kv(key, groups), repeat_kv(value, groups), attention_mask, scaling,
-                                  attention_mask is None)
-    out_own, lse_own = out_own.reshape(query.shape), lse_own.reshape(batch, heads, length)
-    if attention_mask is not None:  # a query with no own key to attend (a padded one) has only the prefix's mass
-        allowed = attention_mask if attention_mask.dtype == torch.bool else attention_mask > float("-inf")
-        lse_own = lse_own.masked_fill(~allowed.any(-1), float("-inf"))  # the kernel reports 0 for such a row
-    total = torch.logaddexp(lse_shared, lse_own)
-    merged = (out_shared.float() * (lse_shared - total).exp().unsqueeze(-1)
-              + out_own.float() * (lse_own - total).exp().unsqueeze(-1))
-    return merged.to(dtype).transpose(1, 2).contiguous(), None
-
-
-def _attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-               attention_mask: torch.Tensor | None, envgym_shared_prefix: KeyValues | None = None,
-               **kwargs: Any) -> tuple[torch.Tensor, Any]:
-    """transformers' "sdpa" attention, unchanged unless a `CachedSampler` call passes its shared prefix."""
-    if envgym_shared_prefix is None:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-    return shared_prefix_attention(module, query, key, value, attention_mask, envgym_shared_prefix,
-                                   kwargs.get("scaling"))
-
-
-AttentionInterface.register("sdpa", _attention)
-
-
-def _holds_shared_prefix(lm: Any) -> bool:
-    """Whether `lm`'s attention takes a shared prefix: transformers' sdpa (CPU) with this module's wrapper in place
-    (any other attention would ignore the prefix passed to it)."""
-    return (getattr(lm.config, "_attn_implementation", None) == "sdpa"
-            and ALL_ATTENTION_FUNCTIONS["sdpa"] is _attention and lm.device.type == "cpu")
 
 
 class CachedSampler:
@@ -321,7 +248,7 @@ class SamplerSession:
         lm = causal_lm(self.owner.model)
         matches = [self._best(p) for p in prompts]
         past = [length for _, length in matches]
-        shared = self._shared_length(prompts, matches) if _holds_shared_prefix(lm) else 0
+        shared = self._shared_length(prompts, matches) if holds_shared_prefix(lm) else 0
         held = self._held_prefix(matches, shared)
         width_past = max(past) - shared  # each row's own cached past, after the prefix held once
         suffixes = [p[length:] for p, length in zip(prompts, past, strict=True)]

@@ -18,13 +18,15 @@ output head and the log-probabilities stay float32, as do the weights, their gra
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from transformers import DynamicCache
 
-from envgym.train.generation import KeyValues, causal_lm
+from envgym.train.attention import KeyValues, holds_shared_prefix
+from envgym.train.generation import causal_lm
 from envgym.train.loss import token_logprobs
 from envgym.train.tokens import TokenSample
 
@@ -134,8 +136,9 @@ class StepBatches:
         if not self.prefix_ids:
             return PrefixState([], [])
         ids = torch.tensor([self.prefix_ids])
-        with torch.set_grad_enabled(grad), self._autocast(model):
-            cache = causal_lm(model).get_decoder()(input_ids=ids, use_cache=True).cache
+        lm = causal_lm(model)
+        with torch.set_grad_enabled(grad), self._autocast(model), _sparse_embedding_gradient(lm):
+            cache = lm.get_decoder()(input_ids=ids, use_cache=True).cache
         outputs = [(layer.keys, layer.values) for layer in cache.layers]
         leaves = [(k.detach().requires_grad_(grad), v.detach().requires_grad_(grad)) for k, v in outputs]
         return PrefixState(outputs, leaves)
@@ -157,25 +160,54 @@ class StepBatches:
         (0 elsewhere: the loss never reads them), on top of `prefix` computed with the same model."""
         lm = causal_lm(model)
         rows = micro.ids.shape[0]
-        cache = None
-        if prefix.leaves:
-            cache = DynamicCache(
-                ddp_cache_data=[(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1)) for k, v in prefix.leaves]
-            )
         positions = torch.arange(self.prefix_length, self.prefix_length + micro.ids.shape[1]).unsqueeze(0)
-        with self._autocast(model):
-            # Rows with no prefix and no padding need no mask: attention takes the fused causal kernel.
-            whole = cache is None and bool(micro.attention.all())
-            mask = None if whole else self._additive_mask(micro, torch.bfloat16 if self.autocast else lm.dtype)
-            hidden = lm.get_decoder()(
-                input_ids=micro.ids, attention_mask=mask, position_ids=positions,
-                cache=cache,
-                use_cache=cache is not None,
-            ).last_hidden_state[:, :-1]
+        with self._autocast(model), _sparse_embedding_gradient(lm):
+            if prefix.leaves and holds_shared_prefix(lm):
+                # The prefix once for all rows, the rows' own tokens causally: no mask (right padding is never
+                # attended by a real token, and a padded position's output is never read).
+                hidden = lm.get_decoder()(
+                    input_ids=micro.ids, position_ids=positions, use_cache=False,
+                    envgym_shared_prefix=prefix.leaves,
+                ).last_hidden_state[:, :-1]
+            else:
+                cache = None
+                if prefix.leaves:
+                    cache = DynamicCache(
+                        ddp_cache_data=[(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1))
+                                        for k, v in prefix.leaves]
+                    )
+                # Rows with no prefix and no padding need no mask: attention takes the fused causal kernel.
+                whole = cache is None and bool(micro.attention.all())
+                mask = None if whole else self._additive_mask(micro, torch.bfloat16 if self.autocast else lm.dtype)
+                hidden = lm.get_decoder()(
+                    input_ids=micro.ids, attention_mask=mask, position_ids=positions,
+                    cache=cache,
+                    use_cache=cache is not None,
+                ).last_hidden_state[:, :-1]
         head = lm.get_output_embeddings()
         logits = head(hidden[micro.mask].to(head.weight.dtype))
         picked = token_logprobs(logits, micro.ids[:, 1:][micro.mask], temperature)
         return torch.zeros(micro.mask.shape, dtype=picked.dtype).masked_scatter(micro.mask, picked)
+
+
+@contextlib.contextmanager
+def _sparse_embedding_gradient(lm: Any) -> Iterator[None]:
+    """While open, the input embedding's lookups give a sparse gradient (the rows of the tokens looked up) when the
+    embedding is tied to the output head, whose dense gradient arrives in the same backward: what reaches the
+    weight's `.grad` is dense as before, the same sums. A dense lookup gradient is a zeroed vocabulary x hidden
+    matrix per micro-batch (113 MB for SmolLM2) added to the head's: about 3.5 s of a GRPO update of run 13's
+    batch (docs/results/grpo_step_profile.md). Untied, the embedding is left as it is (its `.grad` would be sparse,
+    which AdamW refuses)."""
+    embedding, head = lm.get_input_embeddings(), lm.get_output_embeddings()
+    tied = isinstance(embedding, torch.nn.Embedding) and head is not None and head.weight is embedding.weight
+    if not (tied and torch.is_grad_enabled() and embedding.weight.requires_grad) or embedding.sparse:
+        yield
+        return
+    embedding.sparse = True
+    try:
+        yield
+    finally:
+        embedding.sparse = False
 
 
 @dataclass

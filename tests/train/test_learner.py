@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
+from envgym.train import attention, learner
 from envgym.train.learner import StepBatches
 from envgym.train.loss import token_logprobs
 from envgym.train.policy import tiny_random_policy
@@ -114,9 +117,11 @@ def _values_and_grads(model: torch.nn.Module, dtype: str, transformers_mask: boo
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_the_additive_mask_gives_exactly_what_the_boolean_mask_gives(dtype: str) -> None:
-    """The mask made once per micro-batch (0 / -inf, in the attention's dtype) is the one SDPA would make from
-    transformers' boolean mask in every layer: the same values and gradients, bit for bit, with a padded row."""
+def test_the_additive_mask_gives_exactly_what_the_boolean_mask_gives(dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an attention that cannot take the prefix apart (the masked path), the mask made once per micro-batch
+    (0 / -inf, in the attention's dtype) is the one SDPA would make from transformers' boolean mask in every layer:
+    the same values and gradients, bit for bit, with a padded row."""
+    monkeypatch.setattr(learner, "holds_shared_prefix", lambda lm: False)
     model, _ = tiny_random_policy(seed=11)
     model.train()
     batches = StepBatches(SAMPLES, 2, pad_token_id=0)
@@ -125,6 +130,38 @@ def test_the_additive_mask_gives_exactly_what_the_boolean_mask_gives(dtype: str)
     expected_values, expected_grads = _values_and_grads(model, dtype, transformers_mask=True)
     assert all(torch.equal(a, b) for a, b in zip(values, expected_values, strict=True))
     assert all(torch.equal(a, b) for a, b in zip(grads, expected_grads, strict=True))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_on_a_shared_prefix_the_rows_attend_it_once_and_their_own_tokens_causally_without_a_mask(
+    dtype: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With transformers' sdpa (the wrapper in `envgym.train.attention`), a micro-batch on top of the prefix runs
+    the prefix pass and a causal pass over its own tokens, no mask, padded rows included; it gives the masked
+    path's values and gradients (float32 to 1e-5; in bfloat16 no farther from float32's than the masked path)."""
+    model, _ = tiny_random_policy(seed=11)
+    model.train()
+    calls: list[bool] = []
+    original = attention._SharedPrefixAttention.apply
+
+    def spy(*args: object) -> torch.Tensor:
+        calls.append(args[5] is None and bool(args[7]))  # no mask, causal
+        return original(*args)
+
+    monkeypatch.setattr(attention._SharedPrefixAttention, "apply", spy)
+    values, grads = _values_and_grads(model, dtype, transformers_mask=False)
+    layers = model.config.num_hidden_layers
+    assert calls == [True] * layers * 2  # two micro-batches, one of them padded, every layer
+    monkeypatch.setattr(learner, "holds_shared_prefix", lambda lm: False)
+    masked = _values_and_grads(model, dtype, transformers_mask=False)
+    exact = _values_and_grads(model, "float32", transformers_mask=False)
+    assert len(calls) == layers * 2
+    for mine, theirs, truth in zip([*values, *grads], [*masked[0], *masked[1]], [*exact[0], *exact[1]], strict=True):
+        if dtype == "float32":
+            assert (mine - theirs).abs().max() <= 1e-5 * max(float(theirs.abs().max()), 1.0)
+        else:
+            masked_error = max(float((theirs - truth).abs().max()), 1e-3 * float(truth.abs().max()))
+            assert (mine - truth).abs().max() <= 2 * masked_error
 
 
 def test_the_additive_mask_hides_padding_and_the_future_but_never_the_prefix() -> None:
@@ -183,3 +220,28 @@ def test_bfloat16_passes_run_under_autocast_and_stay_close_to_float32() -> None:
 def test_an_unknown_learner_dtype_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="'float16'"):
         StepBatches(SAMPLES, 2, pad_token_id=0, dtype="float16")
+
+
+def test_a_tied_embedding_takes_a_sparse_lookup_gradient_and_keeps_a_dense_grad(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lookups of an embedding tied to the output head backpropagate sparse rows (no zeroed vocabulary-sized
+    matrix per micro-batch); the weight's `.grad` is dense and the same as with dense lookups."""
+    model, _ = tiny_random_policy(seed=5)
+    model.train()
+    embedding = model.get_input_embeddings()
+    seen: list[bool] = []
+    original = torch.nn.functional.embedding
+
+    def spy(*args: object, **kwargs: object) -> torch.Tensor:
+        seen.append(bool(kwargs.get("sparse", args[6] if len(args) > 6 else False)))
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torch.nn.functional, "embedding", spy)
+    _, sparse_grads = _values_and_grads(model, "float32", transformers_mask=False)
+    assert seen and all(seen) and embedding.sparse is False  # every lookup sparse while the pass ran, then restored
+    assert embedding.weight.grad is not None and embedding.weight.grad.layout == torch.strided
+    monkeypatch.setattr(learner, "_sparse_embedding_gradient", lambda lm: contextlib.nullcontext())
+    seen.clear()
+    _, dense_grads = _values_and_grads(model, "float32", transformers_mask=False)
+    assert seen and not any(seen)
+    for sparse, dense in zip(sparse_grads, dense_grads, strict=True):
+        assert (sparse - dense).abs().max() <= 1e-6 * dense.abs().max()

@@ -12,7 +12,8 @@ import torch.nn.functional as F
 
 from envgym.llm.local import TransformersSampler
 from envgym.train import generation
-from envgym.train.generation import CachedSampler, shared_prefix_attention
+from envgym.train.attention import shared_prefix_attention
+from envgym.train.generation import CachedSampler
 from envgym.train.policy import tiny_random_policy
 
 BATCH, KV_HEADS, GROUPS, DIM, SHARED, OWN = 3, 2, 3, 8, 5, 7
@@ -82,6 +83,44 @@ def test_without_a_mask_the_rows_own_tokens_attend_causally() -> None:
     assert (got - _sdpa_over_both(case, scale=0.3)).abs().max() < 1e-5
     with pytest.raises(ValueError, match="as many keys as queries"):
         shared_prefix_attention(layer, case["query"][:, :, :3], case["keys"], case["values"], None, case["shared"])
+
+
+def _gradients(case: dict[str, Any], attend: Any) -> list[torch.Tensor]:
+    """Gradients of a fixed weighting of `attend(case)`'s output in the queries, both sets of keys and values."""
+    leaves = {name: case[name].detach().clone().requires_grad_(True) for name in ("query", "keys", "values")}
+    (shared_keys, shared_values), = case["shared"]
+    shared = [(shared_keys.detach().clone().requires_grad_(True), shared_values.detach().clone().requires_grad_(True))]
+    out = attend({**case, **leaves, "shared": shared})
+    weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(3))
+    (out.float() * weights).sum().backward()
+    return [leaves["query"].grad, leaves["keys"].grad, leaves["values"].grad, shared[0][0].grad, shared[0][1].grad]
+
+
+@pytest.mark.parametrize("length", [1, 3, OWN])
+def test_its_gradients_are_those_of_sdpa_over_the_prefix_and_each_rows_past(length: int) -> None:
+    """The backward runs the kernel's own backward on each pass with the merged output and log-sum-exp: the query
+    gradients of the two passes add, the prefix's keys and values get the gradient of every row that attends them.
+    Decode (one query, the key/value head's query heads as its length), masked prefill with padded rows and a query
+    with no own key, and the causal prefill the learner runs (no mask)."""
+    layer = types.SimpleNamespace(layer_idx=0)
+    case = _case(length, seed=20 + length)
+    if length == OWN:
+        case["mask"] = None
+
+    def ours(c: dict[str, Any]) -> torch.Tensor:
+        return shared_prefix_attention(layer, c["query"], c["keys"], c["values"], c["mask"], c["shared"],
+                                       scaling=0.3)[0]
+
+    got, expected = _gradients(case, ours), _gradients(case, lambda c: _sdpa_over_both(c, scale=0.3))
+    for name, a, b in zip(("query", "keys", "values", "shared keys", "shared values"), got, expected, strict=True):
+        assert a.shape == b.shape and (a - b).abs().max() <= 1e-5 * b.abs().max(), name
+    # Under bfloat16 autocast each gradient is as close to float32's as SDPA's own bfloat16 backward is.
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = _gradients(case, ours)
+        theirs = _gradients(case, lambda c: _sdpa_over_both(c, scale=0.3))
+    for name, a, b, exact in zip(("query", "keys", "values", "shared keys", "shared values"), low, theirs, expected,
+                                 strict=True):
+        assert (a - exact).abs().max() <= 3 * max(float((b - exact).abs().max()), 1e-2 * float(exact.abs().max())), name
 
 
 # ---------------------------------------------------------------------------------------------------- the sampler
