@@ -1,11 +1,12 @@
 """Is a change to the rollout sampler faster, and does it sample the same tokens? An interleaved A/B in one process.
 
-`python experiments/sampler_ab.py --from runs/mt_s2 --change rows|past|bf16|shared [--rounds 2] [--tasks 24] [--temperature 1.0]
-[--allocator glibc|keep]`
+`python experiments/sampler_ab.py --from runs/mt_s2 --change rows|past|bf16|shared|dtype|bf16cache [--rounds 2]
+[--tasks 24 | --groups 4] [--temperature 1.0] [--allocator glibc|keep]`
 
 Builds the environment of the recipe that ran in `--from` (examples/multiturn_grpo.yaml by default), loads the
 warm-started weights that run saved (`warm_start.pt`), and plays the same `--tasks` held-out tasks as one lockstep
-batch (what a GRPO step's 4 groups of 6 are) before and after the change, alternating, `--rounds` times each:
+batch (as many rows as a GRPO step's 4 groups of 6; `--groups 4`: 4 training tasks, 6 episodes each, as a step plays
+them) before and after the change, alternating, `--rounds` times each:
 - `rows`: `generation.PADDING_BEFORE_ROWS` at infinity (one padded prefill per turn: before) and at its default
   (rows whose batch would be mostly padding prefilled alone: after);
 - `past`: each call's cached past padded and stacked into new tensors and copied into the call's buffers (before:
@@ -14,7 +15,11 @@ batch (what a GRPO step's 4 groups of 6 are) before and after the change, altern
   one would buy: it changes the numbers, so the episodes differ and the rows also report seconds per thousand
   positions run, prefilled plus decoded);
 - `shared`: every row's copy of the prefix all rows share in its own past (before) and that prefix held once,
-  attended to in one batched pass per layer and merged by log-sum-exp (after: `generation.SHARED_PREFIX_MIN`).
+  attended to in one batched pass per layer and merged by log-sum-exp (after: `generation.SHARED_PREFIX_MIN`);
+- `dtype`: the sampler as it is, with `sampler_dtype` float32 (before) and bfloat16 (after: the knob, its cache in
+  bfloat16; other episodes, as `bf16`);
+- `bf16cache`: the bfloat16 sampler with its cache holding keys and values as they come out of autocast (before:
+  rotated keys in float32, cast to bfloat16 by attention at every step) and in bfloat16 (after: the same episodes).
 `--allocator` is the process's C allocator (`glibc`: its defaults, as the A/Bs above ran; `keep`: what `envgym train`
 sets, `envgym.sandbox.malloc.keep_freed_memory`). Prints wall seconds, minor page faults (memory first touched), prefill and decode counts, and whether both played the same episodes (same seeds: the same
 sampled tokens unless float rounding differs).
@@ -57,17 +62,23 @@ def stacked_past(matches: list[tuple[Any, int]], width: int, capacity: int) -> g
 
 
 def arms(change: str) -> list[tuple[str, Any, bool]]:
-    """(label, a function that puts the sampler in that state, whether it samples under bfloat16 autocast) for before
-    and after."""
+    """(label, a function that puts the sampler (its argument) in that state, whether it samples under a bfloat16
+    autocast opened around the rollout) for before and after."""
     rows, past = generation.PADDING_BEFORE_ROWS, generation.SamplerSession._padded_past
     shared = generation.SHARED_PREFIX_MIN
     off = 2**62  # no prefix is held once: every row keeps its own copy (the sampler before that change)
 
-    def state(padding: float, padded_past: Any, shared_min: int = shared) -> Any:
-        def apply() -> None:
+    def state(padding: float, padded_past: Any, shared_min: int = shared, dtype: torch.dtype | None = None,
+              cache_as_states_come: bool = False) -> Any:
+        def apply(sampler: generation.CachedSampler) -> None:
             generation.PADDING_BEFORE_ROWS = padding
             generation.SamplerSession._padded_past = staticmethod(padded_past)  # type: ignore[method-assign]
             generation.SHARED_PREFIX_MIN = shared_min
+            sampler.autocast = dtype
+            vars(sampler).pop("new_cache", None)
+            if cache_as_states_come:
+                sampler.new_cache = lambda lm, capacity, past: generation._BufferCache(  # type: ignore[method-assign]
+                    lm.config.num_hidden_layers, capacity, past)
         return apply
 
     # The earlier changes are measured as they were made: with every row's past whole (no prefix held once).
@@ -75,6 +86,11 @@ def arms(change: str) -> list[tuple[str, Any, bool]]:
         return [("before", state(math.inf, past, off), False), ("after", state(rows, past, off), False)]
     if change == "bf16":
         return [("before", state(rows, past, off), False), ("after", state(rows, past, off), True)]
+    if change == "dtype":
+        return [("before", state(rows, past), False), ("after", state(rows, past, dtype=torch.bfloat16), False)]
+    if change == "bf16cache":
+        return [("before", state(rows, past, dtype=torch.bfloat16, cache_as_states_come=True), False),
+                ("after", state(rows, past, dtype=torch.bfloat16), False)]
     if change == "shared":
         return [("before", state(rows, past, off), False), ("after", state(rows, past), False)]
     return [("before", state(rows, stacked_past, off), False), ("after", state(rows, past, off), False)]
@@ -83,11 +99,15 @@ def arms(change: str) -> list[tuple[str, Any, bool]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from", dest="source", type=Path, required=True, help="a recipe run's output folder")
-    parser.add_argument("--change", choices=("rows", "past", "bf16", "shared"), required=True,
+    parser.add_argument("--change", choices=("rows", "past", "bf16", "shared", "dtype", "bf16cache"), required=True,
                         help="rows: uneven rows prefilled alone; past: the cached past laid out in one copy; "
-                             "bf16: the sampler under bfloat16 autocast; shared: the shared prefix held once")
+                             "bf16: the sampler under bfloat16 autocast; shared: the shared prefix held once; "
+                             "dtype: sampler_dtype float32 vs bfloat16; bf16cache: the bfloat16 sampler's cache in "
+                             "bfloat16 vs as the states come")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--tasks", type=int, default=24)
+    parser.add_argument("--groups", type=int, default=0,
+                        help="play N training tasks, group_size episodes each (a GRPO step's rollout), not --tasks")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--allocator", choices=("glibc", "keep"), default="glibc")
@@ -108,13 +128,15 @@ def main() -> int:
     trainer = GRPOTrainer(GRPOConfig.from_dict(grpo), policy=load_policy(grpo.get("model", "local"), 0))
     trainer.model.load_state_dict(torch.load(args.source / WARM_WEIGHTS, weights_only=True))
     tasks = (trainer.heldout_tasks + trainer.train_tasks)[: args.tasks]
+    if args.groups:
+        tasks = [t for t in trainer.train_tasks[: args.groups] for _ in range(trainer.config.group_size)]
     envs = trainer.envs[: len(tasks)] if len(trainer.envs) >= len(tasks) else trainer.envs
     restore = arms("shared")[1][1]  # the sampler as it is
     bf16 = torch.autocast("cpu", dtype=torch.bfloat16)
     results: dict[str, list[dict[str, object]]] = {"before": [], "after": []}
     for round_ in range(args.rounds):
         for label, apply, autocast in arms(args.change):
-            apply()
+            apply(trainer.sampler)
             trainer.sampler.stats.update({k: 0 for k in trainer.sampler.stats})
             faults, clock = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
             with bf16 if autocast else contextlib.nullcontext():
@@ -130,7 +152,7 @@ def main() -> int:
             row["seconds_per_1k_positions"] = round(1000 * seconds / max(positions, 1), 3)
             results[label].append(row)
             print(json.dumps({label: {k: v for k, v in row.items() if k != "rewards"}}), flush=True)
-    restore()
+    restore(trainer.sampler)
     same = [b["tokens_hash"] == a["tokens_hash"] for b, a in zip(results["before"], results["after"], strict=True)]
     before = sorted(r["seconds"] for r in results["before"])  # type: ignore[type-var]
     after = sorted(r["seconds"] for r in results["after"])  # type: ignore[type-var]

@@ -135,8 +135,9 @@ class GRPOConfig:
     )
     sampler_dtype: LearnerDtype = _knob(  # noqa: RUF009 (a field() factory)
         "float32",
-        "Matmul precision of the in-process sampler (rollouts and evaluation): 'bfloat16' runs its forwards under "
-        "autocast (rollouts 1.28x faster on a CPU with AVX512-BF16: docs/results/grpo_step_profile.md). Tokens "
+        "Matmul precision of the in-process sampler's rollouts (evaluations run in float32 whatever it is, so that "
+        "they compare across runs): 'bfloat16' runs its forwards under "
+        "autocast, its cache in bfloat16 (rollouts 1.36x faster on a CPU with AVX512-BF16: docs/results/grpo_step_profile.md). Tokens "
         "are sampled from, and logprobs reported for, the bfloat16 distribution, so episodes differ from float32's.",
     )
     max_steps: int = _knob(50, "Optimizer steps to train for.")

@@ -18,6 +18,7 @@ A session holds keys and values computed with the weights of the moment: open a 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,13 +68,16 @@ class _BufferLayer(DynamicLayer):
     suffix and every token the call may sample): a decode step writes its one position in place, where
     `DynamicLayer.update` concatenates, copying the whole cache at every step of every row."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.capacity = capacity
+        self.dtype = dtype  # what the layer stores: the sampler's autocast dtype, or what the states come in
         self.length = 0
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
                **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.dtype is not None:  # under autocast, rotated keys come out float32: attention casts them anyway
+            key_states, value_states = key_states.to(self.dtype), value_states.to(self.dtype)
         end = self.length + key_states.shape[-2]
         if not self.is_initialized:
             self.device, self.is_initialized = key_states.device, True
@@ -116,8 +120,9 @@ def _room_behind(states: torch.Tensor, capacity: int) -> torch.Tensor | None:
 class _BufferCache(DynamicCache):
     """A `DynamicCache` of `_BufferLayer`s, one per decoder layer, each holding up to `capacity` positions."""
 
-    def __init__(self, layers: int, capacity: int, past: KeyValues | None = None) -> None:
-        buffers = [_BufferLayer(capacity) for _ in range(layers)]
+    def __init__(self, layers: int, capacity: int, past: KeyValues | None = None,
+                 dtype: torch.dtype | None = None) -> None:
+        buffers = [_BufferLayer(capacity, dtype) for _ in range(layers)]
         Cache.__init__(self, layers=list(buffers))
         for layer, (keys, values) in zip(buffers, past or [], strict=False):
             layer.update(keys, values)
@@ -151,14 +156,26 @@ class CachedSampler:
         self.stats = {"prefill_tokens": 0, "decode_row_steps": 0, "rows_prefilled_alone": 0, "shared_prefix_rows": 0}
 
     def new_cache(self, lm: Any, capacity: int, past: KeyValues | None) -> DynamicCache:
-        """The cache of one call, holding `past` (rows padded to one length) and room for `capacity` positions."""
-        return _BufferCache(lm.config.num_hidden_layers, capacity, past)
+        """The cache of one call, holding `past` (rows padded to one length) and room for `capacity` positions, in
+        the autocast dtype under bfloat16 (the dtype attention casts keys and values to, at every step otherwise:
+        rotated keys come out of autocast in float32)."""
+        return _BufferCache(lm.config.num_hidden_layers, capacity, past, self.autocast)
 
     def precision(self) -> Any:
         """The context the sampler's forwards run in: bfloat16 autocast, or nothing (float32)."""
         if self.autocast is None:
             return contextlib.nullcontext()
         return torch.autocast(next(self.model.parameters()).device.type, dtype=self.autocast)
+
+    @contextlib.contextmanager
+    def float32(self) -> Iterator[CachedSampler]:
+        """The sampler's forwards in float32 inside the block, whatever its dtype: evaluations run so, and compare
+        across runs whose rollouts sampled in either."""
+        saved, self.autocast = self.autocast, None
+        try:
+            yield self
+        finally:
+            self.autocast = saved
 
     def session(self) -> SamplerSession:
         """A sampler whose calls share one prefix cache (one rollout group, weights unchanged)."""
@@ -169,6 +186,11 @@ class CachedSampler:
     ) -> list[TokenSample]:
         """One continuation per prompt, caching only within this call."""
         return self.session().sample(prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+
+
+def float32(sampler: Any) -> contextlib.AbstractContextManager[Any]:
+    """`CachedSampler.float32` for an in-process sampler; nothing for one that is not (an inference server's)."""
+    return sampler.float32() if isinstance(sampler, CachedSampler) else contextlib.nullcontext(sampler)
 
 
 class SamplerSession:

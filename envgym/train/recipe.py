@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 
 from envgym.train.config import GRPOConfig
+from envgym.train.generation import float32
 
 
 class _Part(BaseModel):
@@ -223,15 +224,17 @@ def eval_set_tasks(spec: EvalSet) -> tuple[list[Any], list[str]]:
 
 
 def evaluate_tasks(trainer: Any, envs: Sequence[Any], task_ids: Sequence[str], seed: int) -> list[bool]:
-    """Greedy success (reward >= 1) of each task, in batches of len(envs) episodes decoded in lockstep."""
+    """Greedy success (reward >= 1) of each task, in batches of len(envs) episodes decoded in lockstep, in float32
+    whatever the rollouts' `sampler_dtype` (so evaluations pair across runs that sampled in either)."""
     from envgym.train.rollout import run_group
 
     out: list[bool] = []
-    for start in range(0, len(task_ids), len(envs)):
-        chunk = list(task_ids[start : start + len(envs)])
-        episodes = run_group(envs[: len(chunk)], chunk, trainer.sampler, trainer.limits, temperature=0.0,
-                             seed=seed + start)
-        out.extend(e.reward >= 1.0 for e in episodes)
+    with float32(trainer.sampler):
+        for start in range(0, len(task_ids), len(envs)):
+            chunk = list(task_ids[start : start + len(envs)])
+            episodes = run_group(envs[: len(chunk)], chunk, trainer.sampler, trainer.limits, temperature=0.0,
+                                 seed=seed + start)
+            out.extend(e.reward >= 1.0 for e in episodes)
     return out
 
 
@@ -269,8 +272,8 @@ def _resumable(out: Path, recipe: Recipe) -> dict[str, Any]:
 
 def _shared_warm_start(folder: Path, recipe: Recipe) -> dict[str, Any]:
     """What another seed's run in `folder` measured before GRPO (the warm start and evaluation (b)), checked to
-    be the same experiment up to the GRPO seed and output folder: those are all a replication changes, and
-    neither the warm start nor (b) depends on them."""
+    be the same experiment up to the GRPO seed, output folder and sampler dtype: neither the warm start nor (b)
+    depends on them (evaluations run in float32 whatever the rollouts sampled in)."""
     path, weights = folder / "report.json", folder / WARM_WEIGHTS
     if recipe.warm_start is None or recipe.warm_start.steps <= 0:
         raise ValueError("--warm-start-from: this recipe has no warm start to share")
@@ -278,10 +281,11 @@ def _shared_warm_start(folder: Path, recipe: Recipe) -> dict[str, Any]:
         raise ValueError(f"--warm-start-from: {folder} holds no report.json and {WARM_WEIGHTS} (a run of this "
                          "recipe writes both once its warm start is evaluated)")
     report = json.loads(path.read_text())
-    differ = recipe_differences(report, recipe, ("seed", "output_dir"))
+    differ = recipe_differences(report, recipe, ("seed", "output_dir", "sampler_dtype"))
     if differ:
         raise ValueError(f"--warm-start-from: {path} was written by another recipe (differs in: "
-                         f"{', '.join(differ)}); only grpo.seed, grpo.output_dir and the GRPO budget may differ")
+                         f"{', '.join(differ)}); only grpo.seed, grpo.output_dir, grpo.sampler_dtype and the GRPO "
+                         "budget may differ")
     if "b" not in report.get("evaluations", {}) or "warm_start" not in report:
         raise ValueError(f"--warm-start-from: {path} has no evaluation after the warm start")
     return report

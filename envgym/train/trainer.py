@@ -21,7 +21,7 @@ from envgym.train import distributed
 from envgym.train.checkpoints import load_checkpoint, load_extra, save_checkpoint
 from envgym.train.config import GRPOConfig
 from envgym.train.curriculum import PromptCurriculum, uniform_task
-from envgym.train.generation import CachedSampler
+from envgym.train.generation import CachedSampler, float32
 from envgym.train.learner import StepBatches
 from envgym.train.loss import group_advantages, policy_loss
 from envgym.train.plot import plot_reward_curve
@@ -160,16 +160,11 @@ class GRPOTrainer:
         chunks = [tasks[start : start + size] for start in range(0, len(tasks), size)]
         self._sync_server()
         rewards: list[float] = []
-        for chunk in distributed.shard(chunks):
-            episodes = run_group(
-                self.envs[: len(chunk)],
-                chunk,
-                self.sampler,
-                self.limits,
-                temperature=0.0,
-                seed=self.config.seed,
-            )
-            rewards.extend(e.reward for e in episodes)
+        with float32(self.sampler):  # whatever the rollouts' sampler_dtype
+            for chunk in distributed.shard(chunks):
+                episodes = run_group(self.envs[: len(chunk)], chunk, self.sampler, self.limits, temperature=0.0,
+                                     seed=self.config.seed)
+                rewards.extend(e.reward for e in episodes)
         successes, total, count = distributed.all_reduce_sum(
             [sum(r >= 1.0 for r in rewards), sum(rewards), len(rewards)]
         )

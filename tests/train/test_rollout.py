@@ -149,6 +149,99 @@ def test_a_bfloat16_sampler_reports_the_bfloat16_distribution_it_samples_from(po
     assert exact > 1e-4  # the sampler really ran in bfloat16
 
 
+def test_a_bfloat16_samplers_cache_holds_bfloat16_and_samples_what_a_float32_cache_did(
+        policy: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under autocast the rotated keys come out float32; the cache stores them (and the values) in bfloat16, the
+    dtype attention cast them to at every step before: the same tokens and logprobs, bit for bit, over turns of a
+    lockstep batch (a held prefix, rows prefilled alone, rows leaving the batch)."""
+    model, tokenizer = policy
+    opening = tokenizer("<|im_start|>system\n" + "Use the calculator, and show each step. " * 12 + "<|im_end|>\n"
+                        "<|im_start|>user\nWhat is 3 * 4?<|im_end|>\n<|im_start|>assistant\n",
+                        add_special_tokens=False)["input_ids"]
+    env = tokenizer("<|im_end|>\n<|im_start|>user\nGo on.<|im_end|>\n<|im_start|>assistant\n",
+                    add_special_tokens=False)["input_ids"]
+    long_env = env + tokenizer(" and keep going" * 30, add_special_tokens=False)["input_ids"]
+
+    def play(cache_dtype: bool) -> tuple[list[list[list[int]]], list[list[list[float]]], set[torch.dtype]]:
+        sampler = CachedSampler(model, tokenizer, "bfloat16")
+        made = sampler.new_cache
+        dtypes: set[torch.dtype] = set()
+
+        def new_cache(lm: Any, capacity: int, past: Any) -> Any:
+            if not cache_dtype:  # the cache before: whatever dtype the states came in
+                sampler.autocast = None
+                cache = made(lm, capacity, past)
+                sampler.autocast = torch.bfloat16
+            else:
+                cache = made(lm, capacity, past)
+            original = cache.layers[0].update
+
+            def update(key: torch.Tensor, value: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+                out = original(key, value, *args, **kwargs)
+                dtypes.update({out[0].dtype, out[1].dtype})
+                return out
+            cache.layers[0].update = update
+            return cache
+
+        monkeypatch.setattr(sampler, "new_cache", new_cache)
+        session = sampler.session()
+        prompts = [list(opening) for _ in range(4)]
+        tokens, logprobs = [], []
+        for turn in range(3):
+            got = session.sample(prompts, max_new_tokens=5 + 3 * turn, temperature=1.0, seed=turn)
+            tokens.append([s.token_ids for s in got])
+            logprobs.append([s.logprobs for s in got])
+            prompts = [p + s.token_ids + (long_env if row == 0 else env)
+                       for row, (p, s) in enumerate(zip(prompts, got, strict=True))]
+        assert sampler.stats["shared_prefix_rows"] > 0 and sampler.stats["rows_prefilled_alone"] > 0
+        return tokens, logprobs, dtypes
+
+    tokens, logprobs, dtypes = play(cache_dtype=True)
+    before_tokens, before_logprobs, before_dtypes = play(cache_dtype=False)
+    assert dtypes == {torch.bfloat16}
+    assert torch.float32 in before_dtypes  # the keys did come out float32
+    assert tokens == before_tokens
+    assert logprobs == before_logprobs
+
+
+def test_evaluations_of_a_bfloat16_sampler_run_in_float32(policy: tuple[Any, Any],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sampler_dtype` is the rollouts' precision: inside `float32()` the sampler samples what a float32 one does,
+    bit for bit, and after it bfloat16 again; the recipe's evaluations run inside it."""
+    from types import SimpleNamespace
+
+    from envgym.train.generation import SamplerSession
+    from envgym.train.recipe import evaluate_tasks
+
+    model, tokenizer = policy
+    prompts = [tokenizer("<|im_start|>user\nWhat is 3 * 4?<|im_end|>\n<|im_start|>assistant\n",
+                         add_special_tokens=False)["input_ids"]] * 2
+    low = CachedSampler(model, tokenizer, "bfloat16")
+
+    def draw(sampler: CachedSampler) -> list[tuple[list[int], list[float]]]:
+        return [(s.token_ids, s.logprobs) for s in sampler.sample(prompts, max_new_tokens=6, temperature=1.0, seed=5)]
+
+    exact, rounded = draw(CachedSampler(model, tokenizer)), draw(low)
+    assert exact != rounded
+    with low.float32():
+        assert draw(low) == exact
+    assert draw(low) == rounded
+
+    seen: list[Any] = []
+    sample = SamplerSession.sample
+
+    def spy(self: SamplerSession, *args: Any, **kwargs: Any) -> Any:
+        seen.append(self.owner.autocast)
+        return sample(self, *args, **kwargs)
+
+    monkeypatch.setattr(SamplerSession, "sample", spy)
+    envs = [gym.make("envgym/calculator-v0") for _ in range(2)]
+    trainer = SimpleNamespace(sampler=low, limits=RolloutLimits(max_new_tokens=4, max_sequence_tokens=1024,
+                                                                max_turns=1))
+    assert len(evaluate_tasks(trainer, envs, ["mul_000", "mul_001", "mul_002"], seed=0)) == 3
+    assert seen and set(seen) == {None} and low.autocast is torch.bfloat16
+
+
 def test_an_unknown_sampler_dtype_is_refused_by_name(policy: tuple[Any, Any]) -> None:
     with pytest.raises(ValueError, match="float16"):
         CachedSampler(*policy, "float16")
