@@ -27,6 +27,9 @@ The contract
     (``envgym.rewards.rubric``).
     ``info["state_hash"]`` at the end is the canonical hash of the agent's final world state (runs compare by it:
     in-process and sandboxed, one seed and one action sequence give the same hash).
+    A task that asks for answers also gets ``info["answer_reported"]`` at the end: whether the final reply stated a
+    value of each answer type that a tool returned, right or wrong (``envgym.rewards.answers.reported_result``;
+    training can pay shaping credit only to episodes that answer).
     If grading itself fails (the reference solution no longer replays, a grading hook raises), the reward is 0 and
     ``info["grading_error"]`` says why; the agent never sees it.
 
@@ -78,6 +81,7 @@ from envgym.protocol import (
     renderer,
     tool_message,
 )
+from envgym.rewards.answers import reported_result
 from envgym.rewards.credit import bounded_reward
 from envgym.rewards.rubric import grade, passes, total_reward
 from envgym.rewards.rules import rule_breaking_calls
@@ -256,6 +260,8 @@ class ToolWorldEnv(gym.Env[str, Any]):
                 info["tool_call_shaping"] = shaping_reward(scored)
                 reward = bounded_reward(reward, self.tool_reward_weight * info["tool_call_shaping"])
             info["reward_components"] = components
+            if self.task.answers:
+                info["answer_reported"] = reported_result(self.task.answers, self.messages)
             info["state_hash"] = self.state.hash()
             if error is not None:
                 info["grading_error"] = error

@@ -39,6 +39,7 @@ class Trajectory:
     tool_calls_needed: int = 0  # calls the env labelled needed at the end (envgym.rewards.toolcalls)
     tool_calls_credited: int = 0  # of those, the calls that earn shaping credit (deduplicated, bounded, no rule broken)
     broke_rule_calls: list[int] = field(default_factory=list)  # positions of the calls that broke a rule or were held
+    answer_reported: bool | None = None  # the final reply stated a value a tool returned (None: the task asks none)
     seed: int | None = None
     run: int = 0
     attack: str | None = None
@@ -100,6 +101,7 @@ class EpisodeRun:
         t.tool_calls_needed = sum(bool(r.get("needed")) for r in labels)
         t.tool_calls_credited = sum(bool(r.get("credited")) for r in labels)
         t.broke_rule_calls = [i for i, r in enumerate(labels) if r.get("broke_rule")]
+        t.answer_reported = info.get("answer_reported")
         t.guard = list(info.get("guard", []))
         if "attack" in info:
             t.attack, t.attack_reached = info["attack"]["id"], info["attack"]["goal_reached"]

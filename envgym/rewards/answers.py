@@ -41,6 +41,7 @@ between candidate statuses, prices, flight numbers or event locations fails.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +64,7 @@ from envgym.world.values import (
 # Readers and `infer_answer` live in envgym.world.values (generators use them too); named here for the rubric's users.
 __all__ = ["TypeVerdict", "answers_pass", "check_answers", "check_task_answers", "expected_value", "final_reply",
            "infer_answer", "read_dates", "read_money", "read_numbers", "read_times", "replies_to_user",
-           "user_messages"]
+           "reported_result", "user_messages"]
 
 
 def replies_to_user(messages: list[dict[str, Any]]) -> list[str]:
@@ -79,6 +80,10 @@ def final_reply(messages: list[dict[str, Any]]) -> str:
 
 def user_messages(messages: list[dict[str, Any]]) -> list[str]:
     return [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
+
+
+def tool_results(messages: list[dict[str, Any]]) -> list[str]:
+    return [str(m.get("content") or "") for m in messages if m.get("role") == "tool"]
 
 
 # ---------------------------------------------------------------- the check
@@ -147,9 +152,7 @@ def _read(kind: AnswerType, texts: list[str], expected: set[str], choices: set[s
 def check_type(kind: AnswerType, answers: list[Answer], replies: list[str], user: list[str],
                results: list[str] | None = None) -> TypeVerdict:
     """Apply the rule of the module docstring to the answers of one type."""
-    expected = {expected_value(a) for a in answers}
-    choices = {expected_value(Answer(value=c, type=kind)) if kind not in ("enum", "text") else normalize_phrase(c)
-               for a in answers for c in a.choices}
+    expected, choices = _expected_and_choices(kind, answers)
     offered = _read(kind, replies, expected, choices)
     told = _read(kind, user, expected, choices)
     return TypeVerdict(
@@ -166,13 +169,53 @@ def check_type(kind: AnswerType, answers: list[Answer], replies: list[str], user
 
 def check_answers(answers: list[Answer], messages: list[dict[str, Any]]) -> list[TypeVerdict]:
     """One verdict per answer type, in the order the types first appear in `answers`, read from the final reply."""
-    by_type: dict[AnswerType, list[Answer]] = {}
-    for answer in answers:
-        by_type.setdefault(answer.type, []).append(answer)
     replies, user = [final_reply(messages)], user_messages(messages)
-    results = [str(m.get("content") or "") for m in messages if m.get("role") == "tool"]
-    return [check_type(kind, group, replies, user, results) for kind, group in by_type.items()]
+    return [check_type(kind, group, replies, user, tool_results(messages)) for kind, group in _by_type(answers)]
 
 
 def answers_pass(answers: list[Answer], messages: list[dict[str, Any]]) -> bool:
     return all(v.ok for v in check_answers(answers, messages))
+
+
+def reported_result(answers: list[Answer], messages: list[dict[str, Any]]) -> bool:
+    """Whether the final reply commits to an answer, right or wrong: for every answer type the task asks for, it
+    states a value of that type that one of the episode's tool results showed and the user never said. A reply
+    that asks again ("Could you tell me your watering plan?"), echoes what the user gave or names a value no tool
+    returned reports nothing. Training uses it to pay shaping credit only to episodes that answer
+    (`envgym.rewards.combine.ProgressReward`); `answers_pass` decides whether the answer is right."""
+    if not answers:
+        raise ValueError("reported_result: the task asks for no answer")
+    reply, user = [final_reply(messages)], user_messages(messages)
+    results = [text for text in tool_results(messages) if not _is_error(text)]
+    for kind, group in _by_type(answers):
+        expected, choices = _expected_and_choices(kind, group)
+        shown = _read(kind, results, expected, choices) - _read(kind, user, expected, choices)
+        if not _read(kind, reply, expected, choices) & shown:
+            return False
+    return True
+
+
+def _is_error(result: str) -> bool:
+    """Whether a tool result is an error object (`{"error": ...}`): the numbers in its message are no result."""
+    if not result.startswith('{"error"'):
+        return False
+    try:
+        return isinstance(json.loads(result), dict)
+    except ValueError:
+        return False
+
+
+def _by_type(answers: list[Answer]) -> list[tuple[AnswerType, list[Answer]]]:
+    """The answers grouped by type, types in the order they first appear."""
+    by_type: dict[AnswerType, list[Answer]] = {}
+    for answer in answers:
+        by_type.setdefault(answer.type, []).append(answer)
+    return list(by_type.items())
+
+
+def _expected_and_choices(kind: AnswerType, answers: list[Answer]) -> tuple[set[str], set[str]]:
+    """The normalized expected values of `answers` (all of type `kind`) and of their declared choices."""
+    expected = {expected_value(a) for a in answers}
+    choices = {expected_value(Answer(value=c, type=kind)) if kind not in ("enum", "text") else normalize_phrase(c)
+               for a in answers for c in a.choices}
+    return expected, choices

@@ -138,18 +138,29 @@ class ProgressReward:
     successful one however many calls it makes. Errors and repeats are not charged: a transient failure and its
     retry are the agent's job here, not a fault. An episode cut short before the env graded it has no labelled calls
     and scores 0.
+
+    With `requires_answer`, an episode of a task that asks for an answer earns the credit only if its final reply
+    reported one (`answer_reported`, set by the env: a value of each answer type that a tool returned, right or
+    wrong; `envgym.rewards.answers.reported_result`). Without it, an episode that does the lookups and then asks the
+    user again until they give up earns what a wrong answer earns, and a group can rank asking above answering.
+    The gate only takes credit away: no episode scores more than without it.
     """
 
     weight: float = 0.1
     name: str = "env+tools"
+    requires_answer: bool = False
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.weight) and self.weight >= 0.0):
             raise RewardConfigError(f"ProgressReward: weight must be a finite number >= 0, got {self.weight!r}")
 
     def score(self, episodes: Sequence[Scored]) -> list[float]:
-        return [bounded_reward(episode.reward, self.weight * getattr(episode, "tool_calls_credited", 0))
-                for episode in episodes]
+        return [bounded_reward(episode.reward, self.weight * self._credited(episode)) for episode in episodes]
+
+    def _credited(self, episode: Scored) -> int:
+        if self.requires_answer and getattr(episode, "answer_reported", None) is False:
+            return 0
+        return int(getattr(episode, "tool_calls_credited", 0))
 
 
 REWARD_KINDS = ("env", "judge", "env+judge", "env+tools", "env+program")
@@ -158,17 +169,21 @@ REWARD_KINDS = ("env", "judge", "env+judge", "env+tools", "env+program")
 def build_reward_source(
     kind: str, judge_model: str = "local", judge_weight: float = 0.5, tool_call_weight: float = 0.1,
     solutions: Mapping[str, Sequence[Any]] | None = None,
-    labelled: Sequence[Any] | Callable[[], Sequence[Any]] | None = None,
+    labelled: Sequence[Any] | Callable[[], Sequence[Any]] | None = None, credit_requires_answer: bool = False,
 ) -> RewardSource:
     """The source named by `kind`: 'env' (verifiable only), 'judge' (the judge's score), 'env+judge'
     (`(1 - judge_weight) * env + judge_weight * judge`), 'env+tools' (`env + tool_call_weight * credited calls`,
     `ProgressReward`) or 'env+program' (`env + tool_call_weight * reference calls made`, `ProgramReward`, which
     needs the tasks' reference `solutions` by task id); both shaping credits are bounded below a success
-    (`envgym.rewards.credit`). The judge kinds check their judge on `labelled` first (`JudgedReward`)."""
+    (`envgym.rewards.credit`); with `credit_requires_answer`, 'env+tools' pays it only to episodes whose final
+    reply reports an answer (`ProgressReward.requires_answer`). The judge kinds check their judge on `labelled`
+    first (`JudgedReward`)."""
+    if credit_requires_answer and kind != "env+tools":
+        raise RewardConfigError(f"credit_requires_answer applies to reward 'env+tools' only, not {kind!r}")
     if kind == "env":
         return EnvReward()
     if kind == "env+tools":
-        return ProgressReward(tool_call_weight)
+        return ProgressReward(tool_call_weight, requires_answer=credit_requires_answer)
     if kind == "env+program":
         if solutions is None:
             raise RewardConfigError("reward 'env+program' needs the tasks' reference solutions")

@@ -173,6 +173,11 @@ class GRPOConfig:
         0.1, "With reward 'env+tools': the reward of each credited tool call; 'env+program': of each reference call "
         "made."
     )
+    credit_requires_answer: bool = _knob(
+        False, "With reward 'env+tools': pay the call credit only to episodes whose final reply reports an answer (a "
+        "value of each asked type that a tool returned, right or wrong), in tasks that ask for one; an episode that "
+        "looks things up and then asks the user again until they give up earns nothing."
+    )
     judge_model: str = _knob("local", "Chat model spec of the judge (envgym.llm.load_chat_model).")
     judge_weight: float = _knob(0.5, "With reward 'env+judge': r = (1 - w) * env + w * judge.")
 
@@ -197,6 +202,7 @@ class GRPOConfig:
             "max_staleness": self.max_staleness >= 0,
             "judge_weight": 0 <= self.judge_weight <= 1,
             "tool_call_weight": self.tool_call_weight >= 0,
+            "credit_requires_answer": not self.credit_requires_answer or self.reward == "env+tools",
             "temperature": self.temperature > 0,
             "pcl_candidates": self.sampler != "pcl" or self.pcl_candidates >= self.tasks_per_step,
             "pcl_explore": 0 <= self.pcl_explore <= 1,
@@ -209,6 +215,7 @@ class GRPOConfig:
         }
         hints = {
             "server_url": "generation 'server' needs a server_url, and only it uses one",
+            "credit_requires_answer": "the answer gate applies to reward 'env+tools' only",
             "async_rollouts": "async rollouts sample in-process; generation 'server' is synchronous",
             "server_kind": "vLLM takes new weights over HTTP only as LoRA adapters: set use_lora: true",
         }

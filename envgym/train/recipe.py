@@ -270,10 +270,15 @@ def _resumable(out: Path, recipe: Recipe) -> dict[str, Any]:
     return report
 
 
+# The GRPO fields a run may change and still take another run's warm start and evaluation (b) (--warm-start-from).
+SHAREABLE = ("seed", "output_dir", "sampler_dtype", "reward", "tool_call_weight", "credit_requires_answer")
+
+
 def _shared_warm_start(folder: Path, recipe: Recipe) -> dict[str, Any]:
     """What another seed's run in `folder` measured before GRPO (the warm start and evaluation (b)), checked to
-    be the same experiment up to the GRPO seed, output folder and sampler dtype: neither the warm start nor (b)
-    depends on them (evaluations run in float32 whatever the rollouts sampled in)."""
+    be the same experiment up to the GRPO seed, output folder, sampler dtype and training reward: neither the warm
+    start nor (b) depends on them (evaluations run in float32 whatever the rollouts sampled in, and count successes
+    by the env's verifiable reward whatever GRPO is trained on)."""
     path, weights = folder / "report.json", folder / WARM_WEIGHTS
     if recipe.warm_start is None or recipe.warm_start.steps <= 0:
         raise ValueError("--warm-start-from: this recipe has no warm start to share")
@@ -281,10 +286,10 @@ def _shared_warm_start(folder: Path, recipe: Recipe) -> dict[str, Any]:
         raise ValueError(f"--warm-start-from: {folder} holds no report.json and {WARM_WEIGHTS} (a run of this "
                          "recipe writes both once its warm start is evaluated)")
     report = json.loads(path.read_text())
-    differ = recipe_differences(report, recipe, ("seed", "output_dir", "sampler_dtype"))
+    differ = recipe_differences(report, recipe, SHAREABLE)
     if differ:
         raise ValueError(f"--warm-start-from: {path} was written by another recipe (differs in: "
-                         f"{', '.join(differ)}); only grpo.seed, grpo.output_dir, grpo.sampler_dtype and the GRPO "
+                         f"{', '.join(differ)}); only {', '.join('grpo.' + k for k in SHAREABLE)} and the GRPO "
                          "budget may differ")
     if "b" not in report.get("evaluations", {}) or "warm_start" not in report:
         raise ValueError(f"--warm-start-from: {path} has no evaluation after the warm start")

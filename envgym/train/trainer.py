@@ -109,7 +109,8 @@ class GRPOTrainer:
         solutions = {task.id: task.solution for task in local.data.tasks}  # for reward 'env+program'
         self.reward_source = reward_source or build_reward_source(
             config.reward, config.judge_model, config.judge_weight, config.tool_call_weight, solutions,
-            labelled=labelled_groups)  # a judge is checked on it before its first score counts
+            labelled=labelled_groups,  # a judge is checked on it before its first score counts
+            credit_requires_answer=config.credit_requires_answer)
         task_ids = [task.id for task in local.data.tasks]
         if config.heldout_tasks >= len(task_ids):
             raise ValueError(

@@ -125,13 +125,15 @@ def test_envgym_train_runs_a_recipe_and_seeds_change_only_the_grpo_stream(
         return [{k: v for k, v in row.items() if not k.endswith("_s") and "per_s" not in k} for row in rows]
 
     assert episodes(shared_out) == episodes(tmp_path / "seed1")
-    # The rollouts' sampler dtype may differ too: evaluations run in float32 whatever it is, so (b) is the same.
+    # The rollouts' sampler dtype and the training reward may differ too: evaluations run in float32 whatever the
+    # sampler, and count successes by the env's verifiable reward whatever GRPO trains on, so (b) is the same.
     low_out = tmp_path / "seed1-bf16"
     assert main(["train", str(path), "--json", "--set", "grpo.seed=1", "--set", f"grpo.output_dir={low_out}",
-                 "--set", "grpo.sampler_dtype=bfloat16", "--warm-start-from", str(tmp_path / "seed0")]) == 0
+                 "--set", "grpo.sampler_dtype=bfloat16", "--set", "grpo.reward=env+tools",
+                 "--set", "grpo.credit_requires_answer=true", "--warm-start-from", str(tmp_path / "seed0")]) == 0
     capsys.readouterr()
     low = json.loads((low_out / "report.json").read_text())
-    assert low["recipe"]["grpo"]["sampler_dtype"] == "bfloat16"
+    assert low["recipe"]["grpo"]["sampler_dtype"] == "bfloat16" and low["recipe"]["grpo"]["credit_requires_answer"]
     assert low["per_task"]["all"]["b"] == first["per_task"]["all"]["b"] and "c" in low["evaluations"]
     # Only the GRPO seed and folder may differ from the run shared from: another split is refused, by name.
     assert main(["train", str(path), "--set", "grpo.seed=2", "--set", "env.heldout=3",
