@@ -5,7 +5,10 @@ GRPO seed, output folder and budget (the check `--warm-start-from` makes) and th
 run that differs elsewhere is named and refused. Prints, per task set, each seed's (b) -> (c) and change, then the mean change over seeds, its spread
 and the paired comparison over every (seed, task) pair (`envgym.train.recipe.pool_reports`); with `--out`, writes
 pooled.json and pooled.md there. `--with-earlier FILE` also pools the training domain with a run from before the
-recipe (run 13: docs/results/train_multiturn_run13/heldout_per_task.json).
+recipe (run 13: docs/results/train_multiturn_run13/heldout_per_task.json). `--against FOLDER...` compares two
+settings seed by seed: each run's (c) against the (c) of the run with the same GRPO seed among FOLDER (another
+setting of the same recipe from the same warm start, e.g. without `grpo.credit_requires_answer`), paired over every
+(seed, task).
 """
 
 from __future__ import annotations
@@ -77,6 +80,30 @@ def with_earlier_run(reports: list[dict[str, Any]], per_task: Path, resamples: i
             "sd_points": round(spread, 1), "pooled": paired(before, after, resamples)}
 
 
+def against_runs(reports: list[dict[str, Any]], others: list[dict[str, Any]], resamples: int) -> dict[str, Any]:
+    """Per task set, (c) of `reports` against (c) of the run in `others` with the same GRPO seed, pooled over every
+    (seed, task); both sides must have evaluated the same tasks from the same warm start (the same (b))."""
+    by_seed = {r["recipe"]["grpo"].get("seed", 0): r for r in others}
+    out: dict[str, Any] = {"seeds": []}
+    pairs: dict[str, tuple[list[bool], list[bool]]] = {}
+    for report in reports:
+        seed = report["recipe"]["grpo"].get("seed", 0)
+        if seed not in by_seed:
+            raise SystemExit(f"--against: no run with GRPO seed {seed}")
+        other = by_seed[seed]
+        if "c" not in other.get("evaluations", {}):
+            raise SystemExit(f"--against: seed {seed}'s run has no evaluation after GRPO yet")
+        out["seeds"].append(seed)
+        for key in report["paired"]:
+            if other["per_task"][key]["b"] != report["per_task"][key]["b"]:
+                raise SystemExit(f"--against: seed {seed}'s runs start from different evaluations (b) on {key}")
+            before, after = pairs.setdefault(key, ([], []))
+            before += other["per_task"][key]["c"]
+            after += report["per_task"][key]["c"]
+    out.update({key: paired(before, after, resamples) for key, (before, after) in pairs.items()})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path, help="output folders of runs of one recipe")
@@ -86,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a further GRPO field the runs may differ in (say so beside the table), e.g. learner_dtype")
     parser.add_argument("--with-earlier", type=Path, metavar="HELDOUT_PER_TASK_JSON",
                         help="also pool the training domain with a run from before the recipe (e.g. run 13's)")
+    parser.add_argument("--against", nargs="+", type=Path, metavar="FOLDER",
+                        help="runs of another setting with the same GRPO seeds: compare (c) with (c), seed by seed")
     args = parser.parse_args(argv)
     reports = load(args.folders, tuple(args.free))
     pooled = pool_reports(reports, args.resamples)
@@ -97,6 +126,17 @@ def main(argv: list[str] | None = None) -> int:
                   f"{', '.join(f'{x:+.1f}' for x in extra['changes_points'])}; mean {extra['mean_points']:+.1f} "
                   f"(sd {extra['sd_points']:.1f}); pooled {p['change_points']:+.1f} [{p['bootstrap95_points'][0]:+.1f}, "
                   f"{p['bootstrap95_points'][1]:+.1f}], {p['gained']} gained / {p['lost']} lost, sign p {p['sign_test_p']}.\n")
+    if args.against:
+        pooled["against"] = versus = against_runs(reports, [json.loads((f / "report.json").read_text())
+                                                            for f in args.against], args.resamples)
+        table += (f"\nAgainst {', '.join(str(f) for f in args.against)} (seeds {versus['seeds']}; (c) of these runs "
+                  "against (c) of the same seed there, pooled over every seed and task):\n\n"
+                  "| tasks | n | change, 95% bootstrap | better here / there | sign p |\n|---|---|---|---|---|\n")
+        for key, p in versus.items():
+            if key != "seeds":
+                low, high = p["bootstrap95_points"]
+                table += (f"| {NAMES.get(key, key)} | {p['tasks']} | {p['change_points']:+.1f} [{low:+.1f}, "
+                          f"{high:+.1f}] | {p['gained']} / {p['lost']} | {p['sign_test_p']} |\n")
     sys.stdout.write(table)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

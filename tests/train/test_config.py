@@ -61,6 +61,7 @@ PINNED_DEFAULTS = {
     "judge_model": "local",
     "judge_weight": 0.5,
     "tool_call_weight": 0.1,
+    "credit_requires_answer": False,
     "output_dir": "runs/grpo",
     "save_every": 25,
     "save_rollouts_every": 1,
