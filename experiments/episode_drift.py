@@ -5,7 +5,7 @@ step: episodes, successes, questions to the user per episode (assistant messages
 question mark), episodes that ended in an answer (the last assistant message calls no tool and asks nothing),
 episodes whose final reply reported an answer (a value of each asked type that a tool returned, right or wrong:
 `envgym.rewards.answers.reported_result`, what `grpo.credit_requires_answer` gates the call credit on; read from the
-episode's `answer_reported`, or computed from the run's `train/suite` for runs older than that field), truncated
+episode's `answer_reported`, or computed from the runs' `train/suite` for runs older than that field), truncated
 episodes, and the mean training reward of wrong answers and of episodes with no answer. With several runs the steps
 are pooled across them. This is the measurement behind "the policy drifts to asking" in
 docs/results/train_multiturn.md.
@@ -84,8 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--md", type=Path, help="also write the table here")
     args = parser.parse_args(argv)
     rows = []
+    answers: dict[str, Any] = {}  # one recipe's runs share a suite: a run that kept none reads another's
     for run in args.runs:
-        answers = suite_answers(run)
+        answers.update(suite_answers(run))
+    for run in args.runs:
         with (run / "rollouts.jsonl").open() as handle:
             rows += [describe(json.loads(line), answers) for line in handle if line.strip()]
     text = table(rows)
