@@ -122,7 +122,7 @@ def main() -> int:
         raise SystemExit("sampler_ab: --allocator keep needs glibc")
     torch.set_num_threads(args.threads)
     recipe = Recipe.model_validate(json.loads((args.source / "report.json").read_text())["recipe"])
-    ((env_id, _, _),) = _synth_suites(recipe.env.seed, 1, recipe.env.tasks, tuple(recipe.env.kinds),
+    ((env_id, *_),) = _synth_suites(recipe.env.seed, 1, recipe.env.tasks, tuple(recipe.env.kinds),
                                       recipe.env.heldout, recipe.env.split_seed, args.out / "train")
     grpo = {**recipe.grpo, "env_id": env_id, "output_dir": str(args.out), "heldout_tasks": recipe.env.heldout}
     trainer = GRPOTrainer(GRPOConfig.from_dict(grpo), policy=load_policy(grpo.get("model", "local"), 0))

@@ -77,7 +77,7 @@ def build(source: Path, out: Path, threads: int, seed: int | None = None, sample
 
     torch.set_num_threads(threads)
     recipe = Recipe.model_validate(json.loads((source / "report.json").read_text())["recipe"])
-    ((env_id, _, _),) = _synth_suites(recipe.env.seed, 1, recipe.env.tasks, tuple(recipe.env.kinds),
+    ((env_id, *_),) = _synth_suites(recipe.env.seed, 1, recipe.env.tasks, tuple(recipe.env.kinds),
                                       recipe.env.heldout, recipe.env.split_seed, out / "train")
     grpo = {**recipe.grpo, "env_id": env_id, "output_dir": str(out), "heldout_tasks": recipe.env.heldout}
     if seed is not None:

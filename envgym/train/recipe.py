@@ -6,7 +6,9 @@ A recipe names where the tasks come from, how the policy is warm-started, how lo
   the task kinds asked for, with `heldout` tasks of users no training task has;
 - `transfer` (optional): more domains, synthesized from another seed, that are never trained on; `per_domain` of
   their tasks join the held-out evaluation;
-- `warm_start` (optional): SFT on the fair planner's conversations of the training tasks;
+- `warm_start` (optional): SFT on the fair planner's conversations of the training tasks, and with `domains` on
+  `per_domain` conversations each of that many more domains (synthesized from `domains_seed`, none of them the
+  training domain or a `transfer` domain: trained on, never evaluated);
 - `evaluate` (optional): tasks of other environments (bundled ones, BFCL's categories), never trained on, played at
   the same points as the held-out tasks;
 - `minutes`: GRPO's time budget; `grpo`: the `GRPOConfig` fields (the env id, output folder and held-out count are
@@ -18,19 +20,20 @@ split, the warm start and its evaluation: their difference is the GRPO sampling 
 set (the train domain's held-out users, the never-trained domains, all together), the success counts with Wilson
 intervals and the paired comparison of (c) against (b): tasks gained and lost, the exact sign test, and a bootstrap
 interval over tasks of the change. Written to `grpo.output_dir`: `report.json`, `results.md`, `metrics.jsonl`,
-`reward_curve.png`, `suite.json`. `pool_reports` pools the per-task pairs of several runs (seeds). A run that was
-killed goes on with `envgym train RECIPE --resume` (see `run_recipe`).
+`reward_curve.png`, `suite.json`. `pool_reports` pools the per-task pairs of several runs (seeds), drawing tasks
+whole in its bootstrap. A run that was killed goes on with `envgym train RECIPE --resume` (see `run_recipe`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import yaml
@@ -78,6 +81,11 @@ class WarmStart(_Part):
     batch: int = 8
     learning_rate: float = 5e-5
     seed: int = Field(0, description="the SFT batches' shuffle (not the GRPO stream)")
+    domains: int = Field(0, description="more synthesized domains whose fair demonstrations join the training "
+                                        "domain's (never one that is evaluated)")
+    domains_seed: int = Field(202, description="synthesis seed of those domains")
+    domains_tasks: int = Field(150, description="tasks synthesized per such domain before the cut to `env.kinds`")
+    per_domain: int = Field(8, description="demonstrations taken from each such domain")
 
 
 class Recipe(_Part):
@@ -139,19 +147,39 @@ def sign_test(gained: int, lost: int) -> float:
     return round(min(1.0, 2 * tail), 4)
 
 
-def paired(before: Sequence[bool], after: Sequence[bool], resamples: int, seed: int = 0) -> dict[str, Any]:
-    """(c) against (b) on the same tasks: gained, lost, the sign test and a bootstrap 95% interval over tasks of the
-    change in success rate (points)."""
+def paired(before: Sequence[bool], after: Sequence[bool], resamples: int, seed: int = 0,
+           clusters: Sequence[Hashable] | None = None) -> dict[str, Any]:
+    """(c) against (b) on the same tasks: gained, lost, the sign test and a bootstrap 95% interval of the change in
+    success rate (points). The bootstrap draws pairs; with `clusters` (one label per pair) it draws clusters whole
+    instead, so pairs that are not independent (one task's pairs over several seeds) move together, and the sign
+    test counts clusters whose pairs' net change is up or down (`clusters_better`, `clusters_worse`)."""
     assert len(before) == len(after)
     n = len(before)
     gained = sum(1 for b, a in zip(before, after, strict=True) if a and not b)
     lost = sum(1 for b, a in zip(before, after, strict=True) if b and not a)
     diffs = [int(a) - int(b) for b, a in zip(before, after, strict=True)]
     rng = random.Random(seed)
-    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples)) if n else [0.0]
+    if clusters is None:
+        means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples)) if n else [0.0]
+    else:
+        assert len(clusters) == n
+        groups: dict[Hashable, list[int]] = {}
+        for label, diff in zip(clusters, diffs, strict=True):
+            groups.setdefault(label, []).append(diff)
+        sums, sizes = [sum(g) for g in groups.values()], [len(g) for g in groups.values()]
+        k, means = len(sums), []
+        for _ in range(resamples if n else 0):
+            picks = [rng.randrange(k) for _ in range(k)]
+            means.append(sum(sums[i] for i in picks) / sum(sizes[i] for i in picks))
+        means = sorted(means) or [0.0]
     low, high = means[int(0.025 * (len(means) - 1))], means[int(0.975 * (len(means) - 1))]
-    return {"tasks": n, "gained": gained, "lost": lost, "change_points": round(100 * sum(diffs) / max(n, 1), 1),
-            "bootstrap95_points": [round(100 * low, 1), round(100 * high, 1)], "sign_test_p": sign_test(gained, lost)}
+    out = {"tasks": n, "gained": gained, "lost": lost, "change_points": round(100 * sum(diffs) / max(n, 1), 1),
+           "bootstrap95_points": [round(100 * low, 1), round(100 * high, 1)], "sign_test_p": sign_test(gained, lost)}
+    if clusters is not None:
+        better, worse = sum(1 for t in sums if t > 0), sum(1 for t in sums if t < 0)
+        out.update({"clusters": k, "clusters_better": better, "clusters_worse": worse,
+                    "sign_test_p": sign_test(better, worse)})
+    return out
 
 
 def summarize(successes: Sequence[bool]) -> dict[str, Any]:
@@ -162,43 +190,54 @@ def summarize(successes: Sequence[bool]) -> dict[str, Any]:
 
 def pool_reports(reports: Sequence[dict[str, Any]], resamples: int = 2000) -> dict[str, Any]:
     """The per-task pairs of several runs (seeds) pooled: per task set, the mean change over runs, its spread, and
-    the paired comparison over every (run, task) pair."""
+    the paired comparison over every (run, task) pair. The runs evaluated the same tasks, so the bootstrap draws
+    tasks, each with its pairs of every run: seeds that agree task for task do not count as independent evidence."""
     out: dict[str, Any] = {"runs": len(reports)}
     for key in reports[0]["paired"]:
         before = [b for r in reports for b in r["per_task"][key]["b"]]
         after = [a for r in reports for a in r["per_task"][key]["c"]]
+        tasks = [i for r in reports for i in range(len(r["per_task"][key]["b"]))]
         changes = [r["paired"][key]["change_points"] for r in reports]
         mean = sum(changes) / len(changes)
         spread = math.sqrt(sum((c - mean) ** 2 for c in changes) / max(len(changes) - 1, 1))
         out[key] = {"changes_points": changes, "mean_points": round(mean, 1), "sd_points": round(spread, 1),
-                    "pooled": paired(before, after, resamples)}
+                    "pooled": paired(before, after, resamples, clusters=tasks)}
     return out
 
 
 # ---------------------------------------------------------------------------------------------------- the run
 
 
+class Suite(NamedTuple):
+    env_id: str
+    summary: dict[str, Any]  # synth.subsets.kind_subset's
+    heldout: list[str]  # task ids
+    folder: Path
+
+
 def _synth_suites(seed: int, domains: int, tasks: int, kinds: tuple[str, ...], heldout: int, split_seed: int,
-                  out: Path, exclude: str = "") -> list[tuple[str, dict[str, Any], list[str]]]:
-    """Synthesize `domains` domains (other than `exclude`), cut each to `kinds` and register it: (env id, suite
-    summary, held-out task ids) per domain, in name order."""
+                  out: Path, exclude: Collection[str] = ()) -> list[Suite]:
+    """Synthesize `domains` domains (none named in `exclude`), cut each to `kinds` and register it, in name order."""
     from envgym.registry import env_id as id_of
     from envgym.registry import register_dir
     from synth.pipeline import SynthConfig, run_pipeline
     from synth.subsets import kind_subset
 
     raw = out / "synth"
-    # Lookups and aggregates only: no draw goes to mechanism flows, so the cut keeps its size. One domain more when
-    # one is excluded: a seed may draw the training domain again.
-    run_pipeline(SynthConfig(seed=seed, domains=domains + bool(exclude), tasks_per_env=tasks, mechanism_share=0.0),
+    # Lookups and aggregates only: no draw goes to mechanism flows, so the cut keeps its size. One domain more for
+    # each excluded one: a seed may draw any of them again.
+    run_pipeline(SynthConfig(seed=seed, domains=domains + len(exclude), tasks_per_env=tasks, mechanism_share=0.0),
                  raw)
-    sources = [p for p in sorted(raw.iterdir()) if (p / "world.yaml").exists() and p.name != exclude][:domains]
+    sources = [p for p in sorted(raw.iterdir()) if (p / "world.yaml").exists() and p.name not in exclude][:domains]
+    if len(sources) < domains:
+        raise ValueError(f"synthesis seed {seed} gave {len(sources)} domains not among {sorted(exclude)}, "
+                         f"{domains} asked for")
     found = []
     for source in sources:
         folder, suite = kind_subset(source, out / "suite", kinds=kinds, heldout=heldout, seed=split_seed)
         env_id = next(e for e in register_dir(folder.parent, override=True) if e == id_of(folder.name))
         held = [json.loads(line)["id"] for line in (folder / "tasks.jsonl").read_text().splitlines() if line.strip()]
-        found.append((env_id, suite, held[-heldout:] if heldout else []))
+        found.append(Suite(env_id, suite, held[-heldout:] if heldout else [], folder))
     return found
 
 
@@ -250,7 +289,12 @@ def recipe_differences(report: dict[str, Any], recipe: Recipe, free: tuple[str, 
         grpo = {k: v for k, v in data.get("grpo", {}).items() if k not in ignored}
         return {**{k: v for k, v in data.items() if k not in ("minutes", "grpo")}, "grpo": grpo}
 
-    then, now = comparable(report.get("recipe", {})), comparable(recipe.model_dump())
+    then = report.get("recipe", {})
+    # A field the report's recipe predates reads as its default, which is what that run did; one since removed
+    # fails to validate and is compared as written, so it differs.
+    with contextlib.suppress(ValidationError):
+        then = Recipe.model_validate(then).model_dump()
+    then, now = comparable(then), comparable(recipe.model_dump())
     return sorted(k for k in then.keys() | now.keys() if then.get(k) != now.get(k))
 
 
@@ -271,14 +315,16 @@ def _resumable(out: Path, recipe: Recipe) -> dict[str, Any]:
 
 
 # The GRPO fields a run may change and still take another run's warm start and evaluation (b) (--warm-start-from).
-SHAREABLE = ("seed", "output_dir", "sampler_dtype", "reward", "tool_call_weight", "credit_requires_answer")
+SHAREABLE = ("seed", "output_dir", "sampler_dtype", "reward", "tool_call_weight", "credit_requires_answer",
+             "learning_rate", "beta")
 
 
 def _shared_warm_start(folder: Path, recipe: Recipe) -> dict[str, Any]:
     """What another seed's run in `folder` measured before GRPO (the warm start and evaluation (b)), checked to
-    be the same experiment up to the GRPO seed, output folder, sampler dtype and training reward: neither the warm
-    start nor (b) depends on them (evaluations run in float32 whatever the rollouts sampled in, and count successes
-    by the env's verifiable reward whatever GRPO is trained on)."""
+    be the same experiment up to the GRPO seed, output folder, sampler dtype, training reward, learning rate and KL
+    weight: neither the warm start nor (b) depends on them (evaluations run in float32 whatever the rollouts sampled
+    in and count successes by the env's verifiable reward whatever GRPO is trained on; the warm start has its own
+    learning rate, and the KL reference is the warm-started policy)."""
     path, weights = folder / "report.json", folder / WARM_WEIGHTS
     if recipe.warm_start is None or recipe.warm_start.steps <= 0:
         raise ValueError("--warm-start-from: this recipe has no warm start to share")
@@ -330,15 +376,22 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
         (out / "metrics.jsonl").unlink(missing_ok=True)  # the curve shows this run only
     started = time.perf_counter()
     kinds = tuple(recipe.env.kinds)
-    ((env_id, suite, _),) = _synth_suites(recipe.env.seed, 1, recipe.env.tasks, kinds, recipe.env.heldout,
+    ((env_id, suite, _, _),) = _synth_suites(recipe.env.seed, 1, recipe.env.tasks, kinds, recipe.env.heldout,
                                           recipe.env.split_seed, out / "train")
-    transfer = []
+    transfer: list[Suite] = []
     if recipe.transfer is not None:
         t = recipe.transfer
         transfer = _synth_suites(t.seed, t.domains, t.tasks, kinds, t.per_domain, recipe.env.split_seed,
-                                 out / "transfer", exclude=suite["source"])
-    (out / "suite.json").write_text(json.dumps({"train": suite, "transfer": [s for _, s, _ in transfer]}, indent=2)
-                                    + "\n")
+                                 out / "transfer", exclude=(suite["source"],))
+    warm = recipe.warm_start
+    more: list[Suite] = []  # the warm start's further domains: trained on, never evaluated
+    if warm is not None and warm.steps > 0 and warm.domains > 0 and shared is None and previous is None:
+        more = _synth_suites(warm.domains_seed, warm.domains, warm.domains_tasks, kinds, 0, recipe.env.split_seed,
+                             out / "warm", exclude=(suite["source"], *(s.summary["source"] for s in transfer)))
+    suites = {"train": suite, "transfer": [s.summary for s in transfer]}
+    if more:
+        suites["warm_start"] = [s.summary for s in more]
+    (out / "suite.json").write_text(json.dumps(suites, indent=2) + "\n")
     try:
         # GRPO runs for `minutes`: max_steps only bounds it when the recipe sets it.
         config = GRPOConfig.from_dict({"max_steps": 1_000_000, "save_every": 0, **recipe.grpo, "env_id": env_id,
@@ -351,22 +404,22 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
     init_seed = recipe.warm_start.seed if recipe.warm_start is not None else config.seed
     trainer = (trainer_factory or (lambda c: GRPOTrainer(c, policy=load_policy(c.model, init_seed),
                                                           console=console)))(config)
-    transfer_envs = {eid: [make_env(eid) for _ in trainer.envs] for eid, _, _ in transfer}
+    transfer_envs = {s.env_id: [make_env(s.env_id) for _ in trainer.envs] for s in transfer}
     others = {spec.key(): eval_set_tasks(spec) for spec in recipe.evaluate}
     if len(others) != len(recipe.evaluate):
         raise ValueError(f"recipe {recipe.name}: two evaluate entries share the name; give each a label")
     report: dict[str, Any] = previous or {
         "recipe": recipe.model_dump(), "env_id": env_id, "suite": suite,
-        "transfer": [{"env_id": eid, "source": s["source"], "tasks": held} for eid, s, held in transfer],
+        "transfer": [{"env_id": s.env_id, "source": s.summary["source"], "tasks": s.heldout} for s in transfer],
         "evaluations": {}, "per_task": {}}
 
     def measure(label: str) -> None:
         clock = time.perf_counter()
         results = {"train_domain": evaluate_tasks(trainer, trainer.envs, trainer.heldout_tasks, recipe.eval_seed)}
-        for eid, _, held in transfer:
-            results[eid] = evaluate_tasks(trainer, transfer_envs[eid], held, recipe.eval_seed)
+        for s in transfer:
+            results[s.env_id] = evaluate_tasks(trainer, transfer_envs[s.env_id], s.heldout, recipe.eval_seed)
         if transfer:
-            results["never_trained_domains"] = [s for eid, _, _ in transfer for s in results[eid]]
+            results["never_trained_domains"] = [ok for s in transfer for ok in results[s.env_id]]
             results["all"] = results["train_domain"] + results["never_trained_domains"]
         for key, (envs, ids) in others.items():
             results[key] = evaluate_tasks(trainer, envs, ids, recipe.eval_seed)
@@ -397,12 +450,21 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
         w = recipe.warm_start
         clock = time.perf_counter()
         demos = fair_demonstrations(Path(trainer.envs[0].unwrapped.data.directory), trainer.train_tasks)
+        for domain in more:  # a seeded draw of each further domain's tasks, in its own order
+            ids = [json.loads(line)["id"] for line in (domain.folder / "tasks.jsonl").read_text().splitlines()
+                   if line.strip()]
+            if len(ids) < w.per_domain:
+                raise ValueError(f"warm_start: {domain.summary['source']} has {len(ids)} tasks of kinds {kinds}, "
+                                 f"{w.per_domain} asked for (raise warm_start.domains_tasks)")
+            picked = sorted(random.Random(w.seed).sample(range(len(ids)), w.per_domain))
+            demos += fair_demonstrations(domain.folder, [ids[i] for i in picked])
         eos = trainer.tokenizer.eos_token_id
         samples = [s for d in demos for s in conversation_samples(trainer.tokenizer, d["messages"], d["tools"], eos)]
         losses = supervised_fine_tune(trainer.model, samples, steps=w.steps, batch_size=w.batch,
                                       learning_rate=w.learning_rate, pad_token_id=trainer.sampler.pad_token_id,
                                       seed=w.seed, console=console)
         report["warm_start"] = {"demonstrations": len(demos), "samples": len(samples),
+                                "domains": [suite["source"], *(d.summary["source"] for d in more)],
                                 "losses": [round(x, 4) for x in losses],
                                 "seconds": round(time.perf_counter() - clock, 1)}
     if shared is None and previous is None:

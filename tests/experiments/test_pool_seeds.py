@@ -39,4 +39,15 @@ def test_against_pairs_each_run_with_the_same_seed_of_the_other_setting(tmp_path
     assert versus["train_domain"]["gained"] == 3 and versus["never_trained_domains"]["change_points"] == 0.0
     # The same run against itself: no difference anywhere.
     same = run(str(seeds[0]), "--against", str(seeds[0]))
-    assert "| train domain, held-out users | 24 | +0.0 [+0.0, +0.0] | 0 / 0 | 1.0 |" in same
+    assert "| train domain, held-out users | 24 | +0.0 [+0.0, +0.0] | 0 / 0 | 0 / 0 | 1.0 |" in same
+
+
+def test_seeds_that_agree_task_for_task_pool_to_one_seeds_interval(tmp_path: Path) -> None:
+    # The four seeds with the answer gate solved the same tasks: pooled, they say what one seed says, no more.
+    seeds = [RESULTS / f"train_multiturn_gate_s{s}" for s in (1, 2, 3, 4)]
+    one = json.loads((seeds[0] / "report.json").read_text())["paired"]["train_domain"]
+    run(*map(str, seeds), "--out", str(tmp_path))
+    pooled = json.loads((tmp_path / "pooled.json").read_text())["train_domain"]["pooled"]
+    assert pooled["bootstrap95_points"] == one["bootstrap95_points"] == [-16.7, 33.3]
+    assert (pooled["gained"], pooled["lost"]) == (24, 16)  # pairs...
+    assert (pooled["clusters_better"], pooled["clusters_worse"], pooled["sign_test_p"]) == (6, 4, one["sign_test_p"])

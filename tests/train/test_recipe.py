@@ -46,6 +46,28 @@ def test_pool_reports_pairs_every_run_and_task() -> None:
     assert (pooled["all"]["pooled"]["gained"], pooled["all"]["pooled"]["tasks"]) == (2, 4)
 
 
+def test_pooled_seeds_that_agree_task_for_task_are_not_more_evidence_than_one() -> None:
+    before = [False] * 24
+    after = [i < 6 for i in range(24)]  # 6 gained...
+    before[6:10] = after[6:10] = [True] * 4
+    after[6:10] = [False] * 4  # ...and 4 lost, as the four gated seeds did
+    one = paired(before, after, 2000)
+    run = {"per_task": {"all": {"b": before, "c": after}}, "paired": {"all": one}}
+    pooled = pool_reports([run] * 4, resamples=2000)["all"]["pooled"]
+    independent = paired(before * 4, after * 4, 2000)
+    assert pooled["change_points"] == one["change_points"] == 8.3
+    width = lambda p: p["bootstrap95_points"][1] - p["bootstrap95_points"][0]  # noqa: E731
+    # Drawing tasks whole, four copies of a run are as uncertain as the run; drawing pairs, twice as certain.
+    assert abs(width(pooled) - width(one)) <= 4.2 and width(independent) < 0.6 * width(one)
+    # Clusters of one pair each are the unclustered bootstrap.
+    alone = paired(before, after, 500, clusters=range(24))
+    assert {k: alone.pop(k) for k in ("clusters", "clusters_better", "clusters_worse")} == {
+        "clusters": 24, "clusters_better": 6, "clusters_worse": 4}
+    assert alone == paired(before, after, 500)
+    with pytest.raises(AssertionError):
+        paired(before, after, 10, clusters=[0, 1])
+
+
 def test_a_recipe_reads_overrides_and_names_its_mistakes(tmp_path: Path) -> None:
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump({"name": "r", "grpo": {"seed": 0}}))
@@ -74,16 +96,23 @@ def test_the_example_recipes_are_valid_and_name_real_fields_and_tasks(name: str)
             env.close()
 
 
+# A recipe small enough for a test: one domain of 150 tasks (4 held out), one never-trained domain (3 tasks), one
+# SFT step, one GRPO step of a randomly initialised tiny model.
+TINY: dict[str, Any] = {
+    "name": "tiny", "env": {"seed": 1, "tasks": 150, "heldout": 4},
+    "transfer": {"seed": 101, "domains": 1, "tasks": 150, "per_domain": 3},
+    "warm_start": {"steps": 1, "batch": 2}, "minutes": 0, "bootstrap": 100,
+    "grpo": {"model": "tiny-random", "group_size": 2, "tasks_per_step": 1, "max_steps": 1, "max_turns": 2,
+             "max_new_tokens": 8}}
+
+
 @pytest.mark.slow
 def test_envgym_train_runs_a_recipe_and_seeds_change_only_the_grpo_stream(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    recipe = {"name": "tiny", "env": {"seed": 1, "tasks": 150, "heldout": 4},
-              "transfer": {"seed": 101, "domains": 1, "tasks": 150, "per_domain": 3},
-              "warm_start": {"steps": 1, "batch": 2}, "minutes": 0, "bootstrap": 100,
-              "evaluate": [{"env": "envgym/retail-v0", "tasks": 2},
-                           {"env": "envgym/bfcl-v0", "kwargs": {"category": "simple_python"}, "tasks": 2,
-                            "label": "bfcl simple_python"}],
+    recipe = {**TINY, "evaluate": [{"env": "envgym/retail-v0", "tasks": 2},
+                                   {"env": "envgym/bfcl-v0", "kwargs": {"category": "simple_python"}, "tasks": 2,
+                                    "label": "bfcl simple_python"}],
               "grpo": {"model": "tiny-random", "group_size": 2, "tasks_per_step": 1, "max_steps": 1,
                        "max_turns": 2, "max_new_tokens": 8, "temperature": 1.0}}
     path = tmp_path / "tiny.yaml"
@@ -125,12 +154,14 @@ def test_envgym_train_runs_a_recipe_and_seeds_change_only_the_grpo_stream(
         return [{k: v for k, v in row.items() if not k.endswith("_s") and "per_s" not in k} for row in rows]
 
     assert episodes(shared_out) == episodes(tmp_path / "seed1")
-    # The rollouts' sampler dtype and the training reward may differ too: evaluations run in float32 whatever the
-    # sampler, and count successes by the env's verifiable reward whatever GRPO trains on, so (b) is the same.
+    # The rollouts' sampler dtype, the training reward and GRPO's step size and KL weight may differ too:
+    # evaluations run in float32 whatever the sampler and count successes by the env's verifiable reward whatever
+    # GRPO trains on, and the warm start has its own learning rate, so (b) is the same.
     low_out = tmp_path / "seed1-bf16"
     assert main(["train", str(path), "--json", "--set", "grpo.seed=1", "--set", f"grpo.output_dir={low_out}",
                  "--set", "grpo.sampler_dtype=bfloat16", "--set", "grpo.reward=env+tools",
-                 "--set", "grpo.credit_requires_answer=true", "--warm-start-from", str(tmp_path / "seed0")]) == 0
+                 "--set", "grpo.credit_requires_answer=true", "--set", "grpo.learning_rate=0.00001",
+                 "--set", "grpo.beta=0.0", "--warm-start-from", str(tmp_path / "seed0")]) == 0
     capsys.readouterr()
     low = json.loads((low_out / "report.json").read_text())
     assert low["recipe"]["grpo"]["sampler_dtype"] == "bfloat16" and low["recipe"]["grpo"]["credit_requires_answer"]
@@ -139,6 +170,34 @@ def test_envgym_train_runs_a_recipe_and_seeds_change_only_the_grpo_stream(
     assert main(["train", str(path), "--set", "grpo.seed=2", "--set", "env.heldout=3",
                  "--set", f"grpo.output_dir={tmp_path / 'seed2'}", "--warm-start-from", str(tmp_path / "seed0")]) == 2
     assert "differs in: env" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_warm_start_on_more_domains_never_trains_on_an_evaluated_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The further domains are drawn with the never-trained domains' own synthesis seed, so the draw holds the
+    # evaluated domain again: it must be left out, and two others taken.
+    recipe = {**TINY, "warm_start": {"steps": 1, "batch": 2, "domains": 2, "domains_seed": 101, "domains_tasks": 150,
+                                     "per_domain": 2}}
+    path = tmp_path / "broad.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    out = tmp_path / "run"
+    assert main(["train", str(path), "--json", "--set", f"grpo.output_dir={out}"]) == 0
+    capsys.readouterr()
+    report = json.loads((out / "report.json").read_text())
+    suites = json.loads((out / "suite.json").read_text())
+    trained = report["warm_start"]["domains"]
+    evaluated = {report["suite"]["source"], *(t["source"] for t in report["transfer"])}
+    drawn = sorted(p.name for p in (out / "warm" / "synth").iterdir() if (p / "world.yaml").exists())
+    assert report["transfer"][0]["source"] in drawn  # the draw did hold the evaluated domain
+    assert trained[0] == report["suite"]["source"] and len(set(trained[1:])) == 2
+    assert not set(trained[1:]) & evaluated
+    assert [s["source"] for s in suites["warm_start"]] == trained[1:]
+    assert report["warm_start"]["demonstrations"] == report["suite"]["train_tasks"] + 2 * 2
+    # Their tools differ from every evaluated domain's: what they teach is the conversation, not a name to copy.
+    tools = {t for s in suites["warm_start"] for t in s["tools"]}
+    assert not tools & {t for s in [suites["train"], *suites["transfer"]] for t in s["tools"]}
 
 
 @pytest.mark.slow
