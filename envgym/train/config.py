@@ -114,6 +114,9 @@ class GRPOConfig:
     scale_rewards: bool = _knob(True, "Divide group advantages by max(group std, std_floor).")
     std_floor: float = _knob(1e-3, "Lower bound of the std the advantages are divided by.")
     zero_std_tolerance: float = _knob(1e-6, "Groups whose reward std is at most this are skipped.")
+    negative_advantage_weight: float = _knob(
+        1.0, "Multiplies negative advantages only (in [0, 1]): 1 is GRPO, 0 learns from "
+        "each group's better-than-average episodes alone.")
     epsilon_low: float = _knob(0.2, "PPO clip: the ratio is clipped below at 1 - epsilon_low.")
     epsilon_high: float = _knob(0.28, "PPO clip: the ratio is clipped above at 1 + epsilon_high (DAPO).")
     beta: float = _knob(0.0, "Coefficient of the k3 KL to a frozen reference model; 0 loads no reference.")
@@ -199,6 +202,7 @@ class GRPOConfig:
             "max_new_tokens": 1 <= self.max_new_tokens < self.max_sequence_tokens,
             "epsilon_low": 0 <= self.epsilon_low < 1,
             "epsilon_high": self.epsilon_high >= 0,
+            "negative_advantage_weight": 0 <= self.negative_advantage_weight <= 1,
             "max_staleness": self.max_staleness >= 0,
             "judge_weight": 0 <= self.judge_weight <= 1,
             "tool_call_weight": self.tool_call_weight >= 0,

@@ -138,13 +138,14 @@ def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def sign_test(gained: int, lost: int) -> float:
-    """Two-sided exact sign test of `gained` against `lost` discordant pairs (ties dropped)."""
+    """Two-sided exact sign test of `gained` against `lost` discordant pairs (ties dropped), to 4 significant
+    figures (a fixed number of decimals would print 18 against 0, p 7.6e-6, as 0)."""
     n = gained + lost
     if n == 0:
         return 1.0
     k = min(gained, lost)
     tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
-    return round(min(1.0, 2 * tail), 4)
+    return float(f"{min(1.0, 2 * tail):.4g}")
 
 
 def paired(before: Sequence[bool], after: Sequence[bool], resamples: int, seed: int = 0,
@@ -316,14 +317,14 @@ def _resumable(out: Path, recipe: Recipe) -> dict[str, Any]:
 
 # The GRPO fields a run may change and still take another run's warm start and evaluation (b) (--warm-start-from).
 SHAREABLE = ("seed", "output_dir", "sampler_dtype", "reward", "tool_call_weight", "credit_requires_answer",
-             "learning_rate", "beta")
+             "learning_rate", "beta", "negative_advantage_weight")
 
 
 def _shared_warm_start(folder: Path, recipe: Recipe) -> dict[str, Any]:
     """What another seed's run in `folder` measured before GRPO (the warm start and evaluation (b)), checked to
-    be the same experiment up to the GRPO seed, output folder, sampler dtype, training reward, learning rate and KL
-    weight: neither the warm start nor (b) depends on them (evaluations run in float32 whatever the rollouts sampled
-    in and count successes by the env's verifiable reward whatever GRPO is trained on; the warm start has its own
+    be the same experiment up to the GRPO seed, output folder, sampler dtype, training reward, learning rate, KL
+    weight and negative-advantage weight: neither the warm start nor (b) depends on them (evaluations run in
+    float32 whatever the rollouts sampled in and count successes by the env's verifiable reward whatever GRPO is trained on; the warm start has its own
     learning rate, and the KL reference is the warm-started policy)."""
     path, weights = folder / "report.json", folder / WARM_WEIGHTS
     if recipe.warm_start is None or recipe.warm_start.steps <= 0:

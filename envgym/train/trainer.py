@@ -197,6 +197,7 @@ class GRPOTrainer:
                 scale=cfg.scale_rewards,
                 std_floor=cfg.std_floor,
                 zero_std_tolerance=cfg.zero_std_tolerance,
+                negative_weight=cfg.negative_advantage_weight,
             )
             kept = [(g, j, e) for g, group in enumerate(groups) if keep[g] for j, e in enumerate(group.episodes)]
         samples = [sample for _, _, episode in kept for sample in episode.samples]

@@ -40,6 +40,7 @@ PINNED_DEFAULTS = {
     "scale_rewards": True,
     "std_floor": 1e-3,
     "zero_std_tolerance": 1e-6,
+    "negative_advantage_weight": 1.0,
     "epsilon_low": 0.2,
     "epsilon_high": 0.28,
     "beta": 0.0,
@@ -104,6 +105,8 @@ def test_wrong_type_and_invalid_value_name_the_field(tmp_path: Path) -> None:
         GRPOConfig.from_yaml(path)
     with pytest.raises(ValueError, match="group_size=1"):
         GRPOConfig(group_size=1)
+    with pytest.raises(ValueError, match=r"negative_advantage_weight=1\.5"):
+        GRPOConfig(negative_advantage_weight=1.5)
 
 
 @pytest.mark.parametrize(

@@ -212,6 +212,22 @@ def test_advantages_formula_with_floor_and_without_scaling() -> None:
     assert centred[1].tolist() == pytest.approx([-2.0, -1.0, 0.0, 3.0])
 
 
+def test_negative_weight_scales_only_the_advantages_below_the_group_mean() -> None:
+    rewards = torch.tensor([[0.0, 1.0, 0.0, 0.0, 0.5, 0.5], [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]])
+    plain, keep = group_advantages(rewards, scale=True)
+    weighted, keep_weighted = group_advantages(rewards, scale=True, negative_weight=0.1)
+    assert keep_weighted.tolist() == keep.tolist() == [True, False]
+    for a, w in zip(plain[0].tolist(), weighted[0].tolist(), strict=True):
+        assert w == pytest.approx(a if a >= 0 else 0.1 * a)
+    assert weighted[0, 1] > 0 and weighted[0, 0] < 0
+    only_better, _ = group_advantages(rewards, scale=True, negative_weight=0.0)
+    assert only_better[0].tolist() == pytest.approx([max(a, 0.0) for a in plain[0].tolist()])
+    assert torch.equal(group_advantages(rewards, negative_weight=1.0)[0], plain)
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="negative_weight must be in"):
+            group_advantages(rewards, negative_weight=bad)
+
+
 def test_token_logprobs_match_log_softmax() -> None:
     logits = torch.randn(2, 3, 11, generator=torch.Generator().manual_seed(3))
     ids = torch.randint(0, 11, (2, 3), generator=torch.Generator().manual_seed(4))

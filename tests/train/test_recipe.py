@@ -19,6 +19,7 @@ def test_sign_test_matches_the_binomial_tail() -> None:
     assert sign_test(0, 0) == 1.0
     assert sign_test(3, 3) == 1.0
     assert sign_test(8, 2) == pytest.approx(2 * (1 + 10 + 45) / 1024, abs=1e-4)
+    assert sign_test(18, 0) == pytest.approx(2 / 2**18, rel=1e-3)  # 7.6e-6, not rounded to 0
 
 
 def test_paired_counts_gains_losses_and_bootstraps_the_change() -> None:
@@ -154,14 +155,15 @@ def test_envgym_train_runs_a_recipe_and_seeds_change_only_the_grpo_stream(
         return [{k: v for k, v in row.items() if not k.endswith("_s") and "per_s" not in k} for row in rows]
 
     assert episodes(shared_out) == episodes(tmp_path / "seed1")
-    # The rollouts' sampler dtype, the training reward and GRPO's step size and KL weight may differ too:
+    # The rollouts' sampler dtype, the training reward and GRPO's step size, KL and negative weights may differ too:
     # evaluations run in float32 whatever the sampler and count successes by the env's verifiable reward whatever
     # GRPO trains on, and the warm start has its own learning rate, so (b) is the same.
     low_out = tmp_path / "seed1-bf16"
     assert main(["train", str(path), "--json", "--set", "grpo.seed=1", "--set", f"grpo.output_dir={low_out}",
                  "--set", "grpo.sampler_dtype=bfloat16", "--set", "grpo.reward=env+tools",
                  "--set", "grpo.credit_requires_answer=true", "--set", "grpo.learning_rate=0.00001",
-                 "--set", "grpo.beta=0.0", "--warm-start-from", str(tmp_path / "seed0")]) == 0
+                 "--set", "grpo.beta=0.0", "--set", "grpo.negative_advantage_weight=0.1",
+                 "--warm-start-from", str(tmp_path / "seed0")]) == 0
     capsys.readouterr()
     low = json.loads((low_out / "report.json").read_text())
     assert low["recipe"]["grpo"]["sampler_dtype"] == "bfloat16" and low["recipe"]["grpo"]["credit_requires_answer"]

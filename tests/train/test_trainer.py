@@ -252,6 +252,19 @@ def test_grpo_reduction_counts_a_split_episode_once(tmp_path: Path) -> None:
     assert abs(stats["loss"]) < 1e-6
 
 
+@pytest.mark.parametrize(("weight", "loss"), [(1.0, 0.0), (0.25, -0.375), (0.0, -0.5)])
+def test_the_negative_advantage_weight_reaches_the_loss(tmp_path: Path, weight: float, loss: float) -> None:
+    # Advantages +1 and -1 become +1 and -weight; every token's loss is -A, so the "grpo" loss is (weight - 1) / 2.
+    trainer = GRPOTrainer(
+        _config(tmp_path, loss_type="grpo", tis_cap=None, group_size=2, negative_advantage_weight=weight),
+        policy=tiny_random_policy(seed=6),
+        reward_source=RandomReward(),
+    )
+    episodes = [TokenTrajectory("calculator", "t", [], [], samples=[_sample(n)]) for n in (3, 4)]
+    stats = trainer._update([Group("t", episodes, 0, rewards=[1.0, 0.0])])
+    assert stats["updated"] == 1.0 and stats["loss"] == pytest.approx(loss, abs=1e-6)
+
+
 def test_kl_reference_is_the_policy_as_grpo_starts(tmp_path: Path) -> None:
     policy = tiny_random_policy(seed=8)
     trainer = GRPOTrainer(
