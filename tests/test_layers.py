@@ -14,7 +14,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("envgym.world", "envgym.protocol", "envgym.spaces", "envgym.registry", "envgym.llm"),
     # The loader checks each task's answers with the rubric's reader as it loads, so it sits with the rewards.
     ("envgym.rewards", "envgym.guard", "envgym.users", "envgym.loader"),
-    ("envgym.env",),
+    ("envgym.env", "envgym.mixture"),
     ("envgym.play", "envgym.view"),
     ("envgym.sandbox", "envgym.remote", "envgym.sandboxed", "envgym.serve", "envgym.train", "envgym.optimize",
      "envgym.deploy", "envgym.k8s_render", "envgym.integrations", "synth"),

@@ -8,7 +8,8 @@ A recipe names where the tasks come from, how the policy is warm-started, how lo
   their tasks join the held-out evaluation;
 - `warm_start` (optional): SFT on the fair planner's conversations of the training tasks, and with `domains` on
   `per_domain` conversations each of that many more domains (synthesized from `domains_seed`, none of them the
-  training domain or a `transfer` domain: trained on, never evaluated);
+  training domain or a `transfer` domain: trained on, never evaluated); with `in_grpo`, GRPO draws its tasks from
+  those domains too (`envgym.mixture.MixtureEnv`), the training domain's held-out users still never among them;
 - `evaluate` (optional): tasks of other environments (bundled ones, BFCL's categories), never trained on, played at
   the same points as the held-out tasks;
 - `minutes`: GRPO's time budget; `grpo`: the `GRPOConfig` fields (the env id, output folder and held-out count are
@@ -37,7 +38,7 @@ from typing import Any, NamedTuple
 
 import torch
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from rich.console import Console
 
 from envgym.train.config import GRPOConfig
@@ -86,6 +87,15 @@ class WarmStart(_Part):
     domains_seed: int = Field(202, description="synthesis seed of those domains")
     domains_tasks: int = Field(150, description="tasks synthesized per such domain before the cut to `env.kinds`")
     per_domain: int = Field(8, description="demonstrations taken from each such domain")
+    in_grpo: bool = Field(False, description="GRPO draws its tasks from those domains too (every task of theirs), "
+                                             "not from the training domain alone (envgym.mixture)")
+
+    @model_validator(mode="after")
+    def _in_grpo_needs_domains(self) -> WarmStart:
+        if self.in_grpo and not (self.domains > 0 and self.steps > 0):
+            raise ValueError(f"in_grpo trains GRPO on the warm start's further domains, but domains is "
+                             f"{self.domains} and steps {self.steps} (both must be > 0)")
+        return self
 
 
 class Recipe(_Part):
@@ -237,9 +247,13 @@ def _synth_suites(seed: int, domains: int, tasks: int, kinds: tuple[str, ...], h
     for source in sources:
         folder, suite = kind_subset(source, out / "suite", kinds=kinds, heldout=heldout, seed=split_seed)
         env_id = next(e for e in register_dir(folder.parent, override=True) if e == id_of(folder.name))
-        held = [json.loads(line)["id"] for line in (folder / "tasks.jsonl").read_text().splitlines() if line.strip()]
+        held = _task_ids(folder)
         found.append(Suite(env_id, suite, held[-heldout:] if heldout else [], folder))
     return found
+
+
+def _task_ids(folder: Path) -> list[str]:
+    return [json.loads(line)["id"] for line in (folder / "tasks.jsonl").read_text().splitlines() if line.strip()]
 
 
 def eval_set_tasks(spec: EvalSet) -> tuple[list[Any], list[str]]:
@@ -288,7 +302,11 @@ def recipe_differences(report: dict[str, Any], recipe: Recipe, free: tuple[str, 
     def comparable(data: dict[str, Any]) -> dict[str, Any]:
         ignored = ("max_steps", "resume_from", "save_every", *free)
         grpo = {k: v for k, v in data.get("grpo", {}).items() if k not in ignored}
-        return {**{k: v for k, v in data.items() if k not in ("minutes", "grpo")}, "grpo": grpo}
+        kept = {k: v for k, v in data.items() if k not in ("minutes", "grpo")}
+        for part, field in (key.split(".", 1) for key in free if "." in key):  # "warm_start.in_grpo"
+            if isinstance(kept.get(part), dict):
+                kept[part] = {k: v for k, v in kept[part].items() if k != field}
+        return {**kept, "grpo": grpo}
 
     then = report.get("recipe", {})
     # A field the report's recipe predates reads as its default, which is what that run did; one since removed
@@ -315,9 +333,10 @@ def _resumable(out: Path, recipe: Recipe) -> dict[str, Any]:
     return report
 
 
-# The GRPO fields a run may change and still take another run's warm start and evaluation (b) (--warm-start-from).
+# The GRPO fields a run may change and still take another run's warm start and evaluation (b) (--warm-start-from),
+# and one more: which tasks GRPO draws (warm_start.in_grpo).
 SHAREABLE = ("seed", "output_dir", "sampler_dtype", "reward", "tool_call_weight", "credit_requires_answer",
-             "learning_rate", "beta", "negative_advantage_weight")
+             "learning_rate", "beta", "negative_advantage_weight", "warm_start.in_grpo")
 
 
 def _shared_warm_start(folder: Path, recipe: Recipe) -> dict[str, Any]:
@@ -336,7 +355,7 @@ def _shared_warm_start(folder: Path, recipe: Recipe) -> dict[str, Any]:
     differ = recipe_differences(report, recipe, SHAREABLE)
     if differ:
         raise ValueError(f"--warm-start-from: {path} was written by another recipe (differs in: "
-                         f"{', '.join(differ)}); only {', '.join('grpo.' + k for k in SHAREABLE)} and the GRPO "
+                         f"{', '.join(differ)}); only {', '.join(k if '.' in k else 'grpo.' + k for k in SHAREABLE)} and the GRPO "
                          "budget may differ")
     if "b" not in report.get("evaluations", {}) or "warm_start" not in report:
         raise ValueError(f"--warm-start-from: {path} has no evaluation after the warm start")
@@ -377,7 +396,7 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
         (out / "metrics.jsonl").unlink(missing_ok=True)  # the curve shows this run only
     started = time.perf_counter()
     kinds = tuple(recipe.env.kinds)
-    ((env_id, suite, _, _),) = _synth_suites(recipe.env.seed, 1, recipe.env.tasks, kinds, recipe.env.heldout,
+    ((env_id, suite, heldout, folder),) = _synth_suites(recipe.env.seed, 1, recipe.env.tasks, kinds, recipe.env.heldout,
                                           recipe.env.split_seed, out / "train")
     transfer: list[Suite] = []
     if recipe.transfer is not None:
@@ -386,16 +405,25 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
                                  out / "transfer", exclude=(suite["source"],))
     warm = recipe.warm_start
     more: list[Suite] = []  # the warm start's further domains: trained on, never evaluated
-    if warm is not None and warm.steps > 0 and warm.domains > 0 and shared is None and previous is None:
+    in_grpo = warm is not None and warm.steps > 0 and warm.domains > 0 and warm.in_grpo
+    if warm is not None and warm.steps > 0 and warm.domains > 0 and (in_grpo or (shared is None and previous is None)):
         more = _synth_suites(warm.domains_seed, warm.domains, warm.domains_tasks, kinds, 0, recipe.env.split_seed,
                              out / "warm", exclude=(suite["source"], *(s.summary["source"] for s in transfer)))
     suites = {"train": suite, "transfer": [s.summary for s in transfer]}
     if more:
         suites["warm_start"] = [s.summary for s in more]
     (out / "suite.json").write_text(json.dumps(suites, indent=2) + "\n")
+    train_ids = [i for i in _task_ids(folder) if i not in set(heldout)]  # the training domain's, in its order
+    grpo_env = env_id
+    if in_grpo:  # one env whose tasks are the further domains' and then the training domain's (held-out last)
+        import gymnasium as gym
+
+        grpo_env = f"envgym/{recipe.name}-mixture-v0"
+        gym.register(grpo_env, entry_point="envgym.mixture:MixtureEnv",
+                     kwargs={"env_ids": [env_id, *(s.env_id for s in more)]})
     try:
         # GRPO runs for `minutes`: max_steps only bounds it when the recipe sets it.
-        config = GRPOConfig.from_dict({"max_steps": 1_000_000, "save_every": 0, **recipe.grpo, "env_id": env_id,
+        config = GRPOConfig.from_dict({"max_steps": 1_000_000, "save_every": 0, **recipe.grpo, "env_id": grpo_env,
                                        "output_dir": str(out), "heldout_tasks": recipe.env.heldout},
                                       source=f"recipe {recipe.name}: grpo")
     except ValueError as exc:
@@ -413,6 +441,9 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
         "recipe": recipe.model_dump(), "env_id": env_id, "suite": suite,
         "transfer": [{"env_id": s.env_id, "source": s.summary["source"], "tasks": s.heldout} for s in transfer],
         "evaluations": {}, "per_task": {}}
+    # The tasks GRPO draws from, per domain (the training domain's held-out users never among them).
+    report["grpo_tasks"] = {suite["source"]: len(train_ids),
+                            **({s.summary["source"]: len(_task_ids(s.folder)) for s in more} if in_grpo else {})}
 
     def measure(label: str) -> None:
         clock = time.perf_counter()
@@ -450,10 +481,9 @@ def run_recipe(recipe: Recipe, console: Console | None = None,
     if shared is None and previous is None and recipe.warm_start is not None and recipe.warm_start.steps > 0:
         w = recipe.warm_start
         clock = time.perf_counter()
-        demos = fair_demonstrations(Path(trainer.envs[0].unwrapped.data.directory), trainer.train_tasks)
+        demos = fair_demonstrations(folder, train_ids)
         for domain in more:  # a seeded draw of each further domain's tasks, in its own order
-            ids = [json.loads(line)["id"] for line in (domain.folder / "tasks.jsonl").read_text().splitlines()
-                   if line.strip()]
+            ids = _task_ids(domain.folder)
             if len(ids) < w.per_domain:
                 raise ValueError(f"warm_start: {domain.summary['source']} has {len(ids)} tasks of kinds {kinds}, "
                                  f"{w.per_domain} asked for (raise warm_start.domains_tasks)")

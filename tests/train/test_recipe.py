@@ -77,6 +77,8 @@ def test_a_recipe_reads_overrides_and_names_its_mistakes(tmp_path: Path) -> None
     assert (recipe.grpo["seed"], recipe.minutes, recipe.env.heldout) == (3, 5, 12)
     with pytest.raises(ValueError, match=r"r\.yaml.*warm_strat"):
         Recipe.from_yaml(path, {"warm_strat.steps": 1})
+    with pytest.raises(ValueError, match=r"r\.yaml.*in_grpo.*domains is 0"):
+        Recipe.from_yaml(path, {"warm_start.in_grpo": True})
     flat = tmp_path / "flat.yaml"
     flat.write_text("max_steps: 1\n")
     assert not is_recipe(flat)
@@ -200,6 +202,23 @@ def test_a_warm_start_on_more_domains_never_trains_on_an_evaluated_one(
     # Their tools differ from every evaluated domain's: what they teach is the conversation, not a name to copy.
     tools = {t for s in suites["warm_start"] for t in s["tools"]}
     assert not tools & {t for s in [suites["train"], *suites["transfer"]] for t in s["tools"]}
+
+    # GRPO on those domains too (warm_start.in_grpo), from this run's warm start: the same (b), GRPO's tasks drawn
+    # from every trained domain, the held-out users still never drawn, and only the training domain evaluated.
+    mixed = tmp_path / "mixed"
+    assert main(["train", str(path), "--json", "--set", f"grpo.output_dir={mixed}", "--set", "warm_start.in_grpo=true",
+                 "--set", "grpo.max_steps=4", "--set", "minutes=5", "--warm-start-from", str(out)]) == 0
+    capsys.readouterr()
+    both = json.loads((mixed / "report.json").read_text())
+    assert both["per_task"]["all"]["b"] == report["per_task"]["all"]["b"] and "c" in both["evaluations"]
+    assert list(both["grpo_tasks"]) == trained and both["grpo_tasks"][trained[0]] == report["suite"]["train_tasks"]
+    assert report["grpo_tasks"] == {trained[0]: report["suite"]["train_tasks"]}
+    drawn = [json.loads(line) for line in (mixed / "rollouts.jsonl").read_text().splitlines()]
+    folders = {p.name: p for part in ("train", "warm") for p in (mixed / part / "suite").iterdir() if p.is_dir()}
+    assert {row["env_name"] for row in drawn} <= set(folders) and len({row["env_name"] for row in drawn}) > 1
+    (train_folder,) = [p for p in folders.values() if p.parent.parent.name == "train"]
+    held = [json.loads(line)["id"] for line in (train_folder / "tasks.jsonl").read_text().splitlines()][-4:]
+    assert not {row["task_id"] for row in drawn} & set(held)
 
 
 @pytest.mark.slow
