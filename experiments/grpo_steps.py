@@ -1,7 +1,7 @@
 """Whole GRPO steps of a recipe run, from its warm start: what a step costs, without the recipe's evaluations.
 
 `python experiments/grpo_steps.py --from runs/mt_s2 --steps 3 [--allocator keep|glibc] [--sampler-dtype bfloat16] [--seed 2]
-[--whole-rows] [--out runs/grpo_steps]`
+[--whole-rows] [--overlap] [--set FIELD=VALUE] [--out runs/grpo_steps]`
 
 Builds the environment of the recipe that ran in `--from` (examples/multiturn_grpo.yaml by default), loads the
 warm-started weights it saved (`warm_start.pt`), and runs `--steps` GRPO steps of its setting (the step metrics rows of
@@ -10,7 +10,10 @@ warm-started weights it saved (`warm_start.pt`), and runs `--steps` GRPO steps o
 or `glibc` (its defaults). Two processes that differ only there take the same steps: same episodes, same loss.
 `--sampler-dtype` overrides the recipe's `grpo.sampler_dtype` (a bfloat16 sampler draws other episodes).
 `--whole-rows` makes every sampler row keep its own copy of the prefix all rows share (the sampler before
-`generation.SHARED_PREFIX_MIN`: the same tokens, up to float rounding).
+`generation.SHARED_PREFIX_MIN`: the same tokens, up to float rounding). `--overlap` runs the rollouts in the async
+worker with a staleness bound of one (`async_rollouts`, `max_staleness: 1`): step k+1's episodes are sampled during
+step k's update, by weights one update older (the truncated importance weight corrects them); the step's `rollout_s`
+is then the time the learner waited for them.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 
 from envgym.sandbox.malloc import keep_freed_memory
 
@@ -35,6 +39,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=None, help="the GRPO seed (default: the recipe's)")
     parser.add_argument("--sampler-dtype", choices=("float32", "bfloat16"), default=None)
     parser.add_argument("--whole-rows", action="store_true", help="no prefix held once by the sampler")
+    parser.add_argument("--overlap", action="store_true",
+                        help="async rollouts with a staleness bound of one: step k+1's rollouts during step k's update")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="FIELD=VALUE",
+                        help="replace a GRPO field of the recipe (YAML value), e.g. credit_requires_answer=false")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("runs/grpo_steps"))
     args = parser.parse_args()
@@ -48,10 +56,13 @@ def main() -> int:
     from update_ab import build  # beside this script
 
     out = args.out / "-".join([args.allocator, *([args.sampler_dtype] if args.sampler_dtype else []),
-                               *(["whole-rows"] if args.whole_rows else [])])
+                               *(["whole-rows"] if args.whole_rows else []), *(["overlap"] if args.overlap else [])])
     for stale in ("metrics.jsonl", "rollouts.jsonl"):
         (out / stale).unlink(missing_ok=True)
-    trainer = build(args.source, out, args.threads, seed=args.seed, sampler_dtype=args.sampler_dtype)
+    overrides = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.sets)}
+    if args.overlap:
+        overrides.update(async_rollouts=True, max_staleness=1)
+    trainer = build(args.source, out, args.threads, seed=args.seed, sampler_dtype=args.sampler_dtype, **overrides)
     trainer.config.max_steps = args.steps
     trainer.config.save_every = 0
     load = os.getloadavg()[0]
@@ -59,7 +70,7 @@ def main() -> int:
     rows = trainer.train()
     keys = ("rollout_s", "update_s", "step_s", "reward_mean", "loss", "forwarded_tokens")
     report = {"from": str(args.source), "allocator": args.allocator, "sampler_dtype": trainer.config.sampler_dtype,
-              "whole_rows": args.whole_rows, "loadavg_start_end": [load, os.getloadavg()[0]],
+              "whole_rows": args.whole_rows, "overlap": args.overlap, "overrides": overrides, "loadavg_start_end": [load, os.getloadavg()[0]],
               "wall_s": round(time.perf_counter() - started, 1),
               "max_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
               "minor_page_faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt,

@@ -69,8 +69,10 @@ def _no_context(lm: Any) -> Iterator[None]:
     yield
 
 
-def build(source: Path, out: Path, threads: int, seed: int | None = None, sampler_dtype: str | None = None) -> Any:
-    """The GRPO trainer of the recipe that ran in `source`, at its warm start (policy and KL reference)."""
+def build(source: Path, out: Path, threads: int, seed: int | None = None, sampler_dtype: str | None = None,
+          **overrides: Any) -> Any:
+    """The GRPO trainer of the recipe that ran in `source`, at its warm start (policy and KL reference); `overrides`
+    replace the recipe's GRPO fields."""
     from envgym.train.config import GRPOConfig
     from envgym.train.policy import load_policy
     from envgym.train.trainer import GRPOTrainer
@@ -84,6 +86,7 @@ def build(source: Path, out: Path, threads: int, seed: int | None = None, sample
         grpo["seed"] = seed
     if sampler_dtype is not None:
         grpo["sampler_dtype"] = sampler_dtype
+    grpo.update(overrides)
     trainer = GRPOTrainer(GRPOConfig.from_dict(grpo), policy=load_policy(grpo.get("model", "local"), 0))
     trainer.model.load_state_dict(torch.load(source / WARM_WEIGHTS, weights_only=True))
     trainer.freeze_reference()
