@@ -81,6 +81,10 @@ class GRPOConfig:
         "Learning: a value head on the policy's hidden state picks tasks predicted near 50% success; "
         "envgym.train.curriculum).",
     )
+    balance_tasks_by: str | None = _knob(
+        None, "A key of the tasks' `meta` (e.g. 'kind'): the uniform sampler takes each step's tasks from its "
+        "values in turn, each value's tasks in their own seeded order, so every step of `tasks_per_step` >= the "
+        "number of values holds each of them (envgym.train.curriculum.balanced_task). None: one order of all tasks.")
     pcl_candidates: int = _knob(16, "PCL: candidate tasks scored per step, drawn in the uniform order.")
     pcl_explore: float = _knob(
         0.25, "PCL: chance that a slot takes a random candidate (one never trained on first) instead."
@@ -209,6 +213,7 @@ class GRPOConfig:
             "credit_requires_answer": not self.credit_requires_answer or self.reward == "env+tools",
             "temperature": self.temperature > 0,
             "pcl_candidates": self.sampler != "pcl" or self.pcl_candidates >= self.tasks_per_step,
+            "balance_tasks_by": self.balance_tasks_by is None or bool(self.balance_tasks_by.strip()),
             "pcl_explore": 0 <= self.pcl_explore <= 1,
             "pcl_head_steps": self.pcl_head_steps >= 1,
             "pcl_head_lr": self.pcl_head_lr > 0,

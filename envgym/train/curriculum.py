@@ -40,6 +40,28 @@ def uniform_task(train_tasks: Sequence[str], seed: int, index: int) -> str:
     return train_tasks[order[index % n]]
 
 
+def task_strata(tasks: Sequence[Any], key: str) -> dict[str, list[str]]:
+    """Task ids grouped by the value of `meta[key]` (in task order within a value; values sorted), refusing a task
+    without it: a silently unbalanced draw would be worse than none."""
+    strata: dict[str, list[str]] = {}
+    for task in tasks:
+        meta = getattr(task, "meta", None) or {}
+        if key not in meta:
+            raise ValueError(f"balance_tasks_by={key!r}: task {task.id!r} has no meta[{key!r}] "
+                             f"(its meta keys: {sorted(meta)})")
+        strata.setdefault(str(meta[key]), []).append(task.id)
+    return dict(sorted(strata.items()))
+
+
+def balanced_task(strata: dict[str, list[str]], seed: int, index: int) -> str:
+    """The `index`-th task when draws take the strata in turn: draw `index` comes from stratum `index mod S`, as
+    that stratum's `index // S`-th task in its own uniform order. A step of k consecutive draws (k >= S) holds every
+    stratum, each within one task of k / S; each stratum's tasks all come round before any comes again."""
+    names = list(strata)
+    name = names[index % len(names)]
+    return uniform_task(strata[name], seed * 31 + names.index(name), index // len(names))
+
+
 def _shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
     """Tokens every prompt starts with, leaving each at least one token of its own."""
     shared = min(len(p) for p in prompts) - 1

@@ -334,15 +334,15 @@ def _resumable(out: Path, recipe: Recipe) -> dict[str, Any]:
 
 
 # The GRPO fields a run may change and still take another run's warm start and evaluation (b) (--warm-start-from),
-# and one more: which tasks GRPO draws (warm_start.in_grpo).
+# and which tasks GRPO draws (balance_tasks_by, warm_start.in_grpo).
 SHAREABLE = ("seed", "output_dir", "sampler_dtype", "reward", "tool_call_weight", "credit_requires_answer",
-             "learning_rate", "beta", "negative_advantage_weight", "warm_start.in_grpo")
+             "learning_rate", "beta", "negative_advantage_weight", "balance_tasks_by", "warm_start.in_grpo")
 
 
 def _shared_warm_start(folder: Path, recipe: Recipe) -> dict[str, Any]:
     """What another seed's run in `folder` measured before GRPO (the warm start and evaluation (b)), checked to
     be the same experiment up to the GRPO seed, output folder, sampler dtype, training reward, learning rate, KL
-    weight and negative-advantage weight: neither the warm start nor (b) depends on them (evaluations run in
+    weight, negative-advantage weight and how GRPO draws its tasks: neither the warm start nor (b) depends on them (evaluations run in
     float32 whatever the rollouts sampled in and count successes by the env's verifiable reward whatever GRPO is trained on; the warm start has its own
     learning rate, and the KL reference is the warm-started policy)."""
     path, weights = folder / "report.json", folder / WARM_WEIGHTS

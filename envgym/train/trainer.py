@@ -20,7 +20,7 @@ from envgym.rewards.combine import RewardSource, build_reward_source
 from envgym.train import distributed
 from envgym.train.checkpoints import load_checkpoint, load_extra, save_checkpoint
 from envgym.train.config import GRPOConfig
-from envgym.train.curriculum import PromptCurriculum, uniform_task
+from envgym.train.curriculum import PromptCurriculum, balanced_task, task_strata, uniform_task
 from envgym.train.generation import CachedSampler, float32
 from envgym.train.learner import StepBatches
 from envgym.train.loss import group_advantages, policy_loss
@@ -119,6 +119,9 @@ class GRPOTrainer:
             )
         split = len(task_ids) - config.heldout_tasks
         self.train_tasks, self.heldout_tasks = task_ids[:split], task_ids[split:]
+        training = set(self.train_tasks)
+        self.task_strata = None if config.balance_tasks_by is None else task_strata(
+            [task for task in local.data.tasks if task.id in training], config.balance_tasks_by)
         self.limits = RolloutLimits(config.max_new_tokens, config.max_sequence_tokens, config.max_turns)
         self.output_dir = Path(config.output_dir)
         self.metrics_path = self.output_dir / "metrics.jsonl"
@@ -139,6 +142,8 @@ class GRPOTrainer:
             self.sampler.push_weights(self.model, self.version)
 
     def _task_for(self, index: int) -> str:
+        if self.task_strata is not None:
+            return balanced_task(self.task_strata, self.config.seed, index)
         return uniform_task(self.train_tasks, self.config.seed, index)
 
     def _make_groups(self, indices: list[int], tasks: list[str], version: int, sampler: Any,

@@ -24,6 +24,7 @@ PINNED_DEFAULTS = {
     "group_size": 8,
     "tasks_per_step": 2,
     "sampler": "uniform",
+    "balance_tasks_by": None,
     "pcl_candidates": 16,
     "pcl_explore": 0.25,
     "pcl_head_steps": 50,

@@ -157,7 +157,8 @@ def test_envgym_train_runs_a_recipe_and_seeds_change_only_the_grpo_stream(
         return [{k: v for k, v in row.items() if not k.endswith("_s") and "per_s" not in k} for row in rows]
 
     assert episodes(shared_out) == episodes(tmp_path / "seed1")
-    # The rollouts' sampler dtype, the training reward and GRPO's step size, KL and negative weights may differ too:
+    # The rollouts' sampler dtype, the training reward, GRPO's step size, KL and negative weights and how it draws
+    # its tasks may differ too:
     # evaluations run in float32 whatever the sampler and count successes by the env's verifiable reward whatever
     # GRPO trains on, and the warm start has its own learning rate, so (b) is the same.
     low_out = tmp_path / "seed1-bf16"
@@ -165,7 +166,7 @@ def test_envgym_train_runs_a_recipe_and_seeds_change_only_the_grpo_stream(
                  "--set", "grpo.sampler_dtype=bfloat16", "--set", "grpo.reward=env+tools",
                  "--set", "grpo.credit_requires_answer=true", "--set", "grpo.learning_rate=0.00001",
                  "--set", "grpo.beta=0.0", "--set", "grpo.negative_advantage_weight=0.1",
-                 "--warm-start-from", str(tmp_path / "seed0")]) == 0
+                 "--set", "grpo.balance_tasks_by=kind", "--warm-start-from", str(tmp_path / "seed0")]) == 0
     capsys.readouterr()
     low = json.loads((low_out / "report.json").read_text())
     assert low["recipe"]["grpo"]["sampler_dtype"] == "bfloat16" and low["recipe"]["grpo"]["credit_requires_answer"]
