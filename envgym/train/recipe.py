@@ -113,8 +113,11 @@ class Recipe(_Part):
 
     @classmethod
     def from_yaml(cls, path: str | Path, overrides: dict[str, Any] | None = None) -> Recipe:
-        """Read a recipe; `overrides` maps dotted keys ("grpo.seed", "minutes") to values. Errors name the file."""
-        data = yaml.safe_load(Path(path).read_text()) or {}
+        """Read a recipe; `overrides` maps dotted keys ("grpo.seed", "minutes") to values. Errors name the file.
+
+        A recipe may start with `extends: OTHER.yaml` (a path relative to its own folder): it is that recipe with this
+        file's fields laid over it, section by section (`grpo: {seed: 2}` changes one GRPO field, not the section)."""
+        data = _recipe_data(Path(path), ())
         for key, value in (overrides or {}).items():
             node = data
             *parents, last = key.split(".")
@@ -128,10 +131,31 @@ class Recipe(_Part):
             raise ValueError(f"{path}: not a valid recipe: {problems}") from None
 
 
+def _recipe_data(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
+    """A recipe file's fields with its `extends` chain resolved (each file's fields over its base's)."""
+    if path.resolve() in seen:
+        raise ValueError(f"{path}: `extends` comes back to itself ({' -> '.join(str(p) for p in (*seen, path))})")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a recipe is a mapping, not {type(data).__name__}")
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise ValueError(f"{path}: `extends` names one recipe file, got {base!r}")
+    merged = _recipe_data(path.parent / base, (*seen, path.resolve()))
+    for key, value in data.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
 def is_recipe(path: str | Path) -> bool:
-    """A YAML file with a `grpo` section is a recipe; a flat one is a GRPOConfig."""
+    """A YAML file with a `grpo` section (or one that `extends` a recipe) is a recipe; a flat one is a GRPOConfig."""
     data = yaml.safe_load(Path(path).read_text())
-    return isinstance(data, dict) and "grpo" in data
+    return isinstance(data, dict) and ("grpo" in data or "extends" in data)
 
 
 # ---------------------------------------------------------------------------------------------------- statistics

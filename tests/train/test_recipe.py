@@ -84,7 +84,40 @@ def test_a_recipe_reads_overrides_and_names_its_mistakes(tmp_path: Path) -> None
     assert not is_recipe(flat)
 
 
-@pytest.mark.parametrize("name", ["multiturn_grpo.yaml", "transfer_bfcl.yaml"])
+def test_a_recipe_extends_another_section_by_section(tmp_path: Path) -> None:
+    (tmp_path / "base.yaml").write_text("name: base\nminutes: 5\nwarm_start: {steps: 8, batch: 8}\n"
+                                        "grpo: {seed: 0, learning_rate: 2.0e-5}\n")
+    (tmp_path / "sub").mkdir()
+    child = tmp_path / "sub" / "child.yaml"
+    child.write_text("extends: ../base.yaml\nwarm_start: {steps: 16}\ngrpo: {seed: 3}\n")
+    assert is_recipe(child)
+    recipe = Recipe.from_yaml(child, {"grpo.beta": 0.1})
+    assert (recipe.name, recipe.minutes) == ("base", 5)
+    assert (recipe.warm_start.steps, recipe.warm_start.batch) == (16, 8)  # type: ignore[union-attr]
+    assert recipe.grpo == {"seed": 3, "learning_rate": 2.0e-5, "beta": 0.1}
+    (tmp_path / "base.yaml").write_text("extends: sub/child.yaml\n")
+    with pytest.raises(ValueError, match="comes back to itself"):
+        Recipe.from_yaml(child)
+    child.write_text("extends: [../base.yaml]\n")
+    with pytest.raises(ValueError, match="names one recipe file"):
+        Recipe.from_yaml(child)
+
+
+def test_the_balanced_recipe_is_the_base_recipe_with_its_four_fields() -> None:
+    from envgym.train.recipe import recipe_differences
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    balanced = Recipe.from_yaml(examples / "multiturn_grpo_balanced.yaml")
+    base = Recipe.from_yaml(examples / "multiturn_grpo.yaml")
+    assert recipe_differences({"recipe": base.model_dump()}, balanced, ("output_dir",)) == sorted(
+        ["warm_start", "grpo"])
+    by_hand = Recipe.from_yaml(examples / "multiturn_grpo.yaml", {
+        "warm_start.steps": 16, "warm_start.domains": 6, "grpo.negative_advantage_weight": 0.1,
+        "grpo.balance_tasks_by": "kind"})
+    assert recipe_differences({"recipe": by_hand.model_dump()}, balanced, ("output_dir",)) == []
+
+
+@pytest.mark.parametrize("name", ["multiturn_grpo.yaml", "multiturn_grpo_balanced.yaml", "transfer_bfcl.yaml"])
 def test_the_example_recipes_are_valid_and_name_real_fields_and_tasks(name: str) -> None:
     from envgym.train.config import GRPOConfig
     from envgym.train.recipe import eval_set_tasks
