@@ -19,10 +19,12 @@ report gives each arm's exact counts (and all tokens, prompts included).
 
 Evaluation (greedy, episode seeds `--eval-seed`, sampled by `--eval-sample-seed`, never trained on): the bundled
 retail and travel tasks and BFCL simple_python and multiple (`--eval-tasks` each), and `--multi-turn` BFCL
-multi_turn_base entries. The base model and every arm play the same tasks; the report has Wilson intervals, the paired
+multi_turn_base entries (with limits of their own: BFCL's multi-turn prompts and entries are longer). The base model and every arm play the same tasks; the report has Wilson intervals, the paired
 per-task change of each arm against the base and of `broad` against each control (bootstrap interval, sign test:
 `envgym.train.recipe`). Everything is bound by samples, steps and tokens, never by time. Written to `--out`:
-`arms/<arm>.jsonl.gz` (the exact conversations trained on), `report.json` (after each stage) and `results.md`.
+`arms/<arm>.jsonl.gz` (the exact conversations trained on), `arms/<arm>.pt` (its weights after SFT), `report.json`
+(after each stage) and `results.md`. `--resume` goes on from a report, and may add eval sets after its own: each
+model evaluated before then plays only those.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ from envgym.train.recipe import paired, summarize
 ROOT = Path(__file__).resolve().parents[1]
 OLDER_DATA = ROOT / "benchmarks" / "transfer_data" / "older_synth_276fd1e_seed11.jsonl.gz"
 ARMS = ("broad", "single", "older")
+MULTI_TURN_TURNS = 20
+MULTI_TURN_TOKENS = 8192
+WEIGHTS = "{arm}.pt"  # an arm's weights after SFT, under `arms/`: later eval sets play it without training it again
 
 
 class EvalSpec(BaseModel):
@@ -56,6 +61,8 @@ class EvalSpec(BaseModel):
     env: str
     kwargs: dict[str, Any] = Field(default_factory=dict)
     tasks: int = Field(ge=0, description="a seeded sample of this many of the env's tasks")
+    max_turns: int | None = Field(None, ge=1, description="this set's turn cap (default: the run's `max_turns`)")
+    max_sequence_tokens: int | None = Field(None, ge=64, description="this set's sample cap (default: the run's)")
 
 
 class TransferConfig(BaseModel):
@@ -96,8 +103,13 @@ def default_eval_sets(tasks: int, multi_turn: int) -> list[EvalSpec]:
                      tasks=tasks),
             EvalSpec(label="bfcl multiple", env="envgym/bfcl-v0", kwargs={"category": "multiple"}, tasks=tasks)]
     if multi_turn:
+        # BFCL's multi-turn prompts (persona, rules and two to four backends' function docs) are 2.6k-5.7k tokens
+        # (median 4.4k) and an entry needs 4-16 turns (a call or a turn's closing answer each; median 10): under the
+        # single-turn sets' 6 turns and 4,096 tokens most entries could not be finished by any policy. SmolLM2's
+        # context is 8,192 tokens; 20 turns is BFCL's own step limit for one user turn.
         sets.append(EvalSpec(label="bfcl multi_turn_base", env="envgym/bfcl-multi-turn-v0",
-                             kwargs={"category": "multi_turn_base"}, tasks=multi_turn))
+                             kwargs={"category": "multi_turn_base"}, tasks=multi_turn, max_turns=MULTI_TURN_TURNS,
+                             max_sequence_tokens=MULTI_TURN_TOKENS))
     return sets
 
 
@@ -201,24 +213,33 @@ class Evaluator:
         from envgym.train.rollout import RolloutLimits
 
         self.config = config
-        self.limits = RolloutLimits(config.max_new_tokens, config.max_sequence_tokens, config.max_turns)
         self.sets: dict[str, tuple[list[Any], list[str]]] = {}
+        self.limits: dict[str, RolloutLimits] = {}
         for spec in config.eval_sets:
             envs, _ = eval_set_tasks(EvalSet(env=spec.env, kwargs=spec.kwargs, tasks=0))
             self.sets[spec.label] = (envs, eval_task_ids(spec, envs[0], config.eval_sample_seed))
+            self.limits[spec.label] = RolloutLimits(
+                config.max_new_tokens, spec.max_sequence_tokens or config.max_sequence_tokens,
+                spec.max_turns or config.max_turns)
 
     def task_ids(self) -> dict[str, list[str]]:
         return {label: ids for label, (_, ids) in self.sets.items()}
 
-    def run(self, model: Any, tokenizer: Any, console: Console) -> dict[str, list[bool]]:
+    def run(self, model: Any, tokenizer: Any, console: Console, labels: Sequence[str] | None = None
+            ) -> dict[str, list[bool]]:
+        """Each eval set's (or only `labels`') per-task greedy successes, in the sets' order."""
         from envgym.train.generation import CachedSampler
         from envgym.train.recipe import evaluate_tasks
 
-        player = types.SimpleNamespace(sampler=CachedSampler(model, tokenizer), limits=self.limits)
+        sampler = CachedSampler(model, tokenizer)
         results = {}
         for label, (envs, ids) in self.sets.items():
+            if labels is not None and label not in labels:
+                continue
+            player = types.SimpleNamespace(sampler=sampler, limits=self.limits[label])
+            clock = time.perf_counter()
             results[label] = evaluate_tasks(player, envs, ids, self.config.eval_seed)
-            console.print(f"  {label}: {sum(results[label])}/{len(ids)}")
+            console.print(f"  {label}: {sum(results[label])}/{len(ids)} ({time.perf_counter() - clock:.0f} s)")
         bundled = [label for label in ("retail", "travel") if label in results]
         if len(bundled) == 2:
             results["retail+travel"] = results["retail"] + results["travel"]
@@ -233,13 +254,20 @@ _ARM_IDENTITY = ("demonstrations", "samples", "steps", "target_tokens", "all_tok
 
 
 def _resumable(out: Path, config: TransferConfig) -> dict[str, Any]:
-    """The report an interrupted run of `config` left in `out`; refused when it was another configuration."""
+    """The report an interrupted run of `config` left in `out`; refused when it was another configuration. The
+    resumed run may add eval sets after the report's (each model evaluated before then plays only those), and may
+    use another torch thread count."""
     path = out / "report.json"
     if not path.exists():
         raise ValueError(f"--resume: {path} does not exist (nothing to resume; run without --resume)")
     previous = json.loads(path.read_text())
-    then, now = previous.get("config", {}), config.model_dump()
+    then, now = dict(previous.get("config", {})), config.model_dump()
+    # Sets are compared as validated now: a report written before a field existed reads it at its default.
+    old_sets = [EvalSpec.model_validate(spec).model_dump() for spec in then.pop("eval_sets", [])]
+    new_sets = now.pop("eval_sets")
     differ = sorted(k for k in then.keys() | now.keys() if then.get(k) != now.get(k) and k != "threads")
+    if new_sets[: len(old_sets)] != old_sets:
+        differ.append("eval_sets (the report's sets must be the first, unchanged)")
     if differ:
         raise ValueError(f"--resume: {path} was written with another configuration (differs in: {', '.join(differ)})")
     return dict(previous)
@@ -261,8 +289,12 @@ def run_transfer(config: TransferConfig, console: Console | None = None, resume:
     torch.set_num_threads(config.threads)
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    load_start = list(os.getloadavg())
     previous = _resumable(out, config) if resume else {}
+    # Each invocation's wall time and load (a report from before `parts` existed counts as one part).
+    earlier_parts = previous.get("parts") or ([{k: previous.get(k) for k in ("load_start", "load_end", "wall_s")}]
+                                              if "wall_s" in previous else [])
     report: dict[str, Any] = {"config": config.model_dump(), "load_start": list(os.getloadavg()), "arms": {},
                               "evaluations": {}, "per_task": {}}
     if previous:
@@ -312,50 +344,82 @@ def run_transfer(config: TransferConfig, console: Console | None = None, resume:
 
     evaluator = Evaluator(config)
     report["eval_tasks"] = evaluator.task_ids()
-    if previous and previous.get("eval_tasks", report["eval_tasks"]) != report["eval_tasks"]:
+    earlier_tasks = previous.get("eval_tasks", {})
+    if any(report["eval_tasks"].get(label) != ids for label, ids in earlier_tasks.items()):
         raise ValueError("--resume: the evaluation tasks differ from the report's")
 
-    def done(name: str) -> bool:
-        """Whether `name` was evaluated by the run being resumed; if so its results are carried over."""
-        if name not in previous.get("evaluations", {}):
-            return False
-        report["evaluations"][name] = previous["evaluations"][name]
+    labels = [spec.label for spec in config.eval_sets]
+
+    def carried(name: str) -> list[str]:
+        """Carry over what the resumed run measured of `name`; returns the eval sets `name` has still to play."""
+        before = previous.get("evaluations", {}).get(name)
+        if before is None:
+            return labels
+        report["evaluations"][name] = dict(before)
         for key, runs in previous.get("per_task", {}).items():
             if name in runs:
                 report["per_task"].setdefault(key, {})[name] = runs[name]
-        console.print(f"[bold]{name}[/]: evaluated before, kept")
-        return True
+        missing = [label for label in labels if label not in before]
+        console.print(f"[bold]{name}[/]: evaluated before, kept" + (f"; to play: {', '.join(missing)}" if missing
+                                                                       else ""))
+        return missing
 
-    def measure(name: str, model: Any) -> None:
+    def measure(name: str, model: Any, sets: Sequence[str]) -> None:
         clock = time.perf_counter()
-        console.print(f"[bold]evaluating {name}[/]")
-        results = evaluator.run(model, tokenizer, console)
-        report["evaluations"][name] = {k: summarize(v) for k, v in results.items()}
-        report["evaluations"][name]["seconds"] = round(time.perf_counter() - clock, 1)
+        console.print(f"[bold]evaluating {name}[/]: {', '.join(sets)}")
+        results = evaluator.run(model, tokenizer, console, sets)
+        evaluation = report["evaluations"].setdefault(name, {})
+        evaluation.update({k: summarize(v) for k, v in results.items()})
+        evaluation["seconds"] = round(evaluation.get("seconds", 0.0) + time.perf_counter() - clock, 1)
         for key, values in results.items():
             report["per_task"].setdefault(key, {})[name] = values
         _write(out, report)
 
-    if not done("base"):
+    def forget(name: str) -> None:
+        report["evaluations"].pop(name, None)
+        for runs in report["per_task"].values():
+            runs.pop(name, None)
+
+    to_play = carried("base")
+    if to_play:
         base, _ = load_policy(config.model, config.policy_seed)
-        measure("base", base)
+        measure("base", base, to_play)
         del base
     for arm in config.arms:
-        if done(arm):
+        to_play = carried(arm)
+        if not to_play:
             continue
         model, _ = load_policy(config.model, config.policy_seed)
-        clock = time.perf_counter()
-        steps = report["arms"][arm]["steps"]
-        losses = supervised_fine_tune(model, selected[arm], steps=steps, batch_size=config.sft_batch,
-                                      learning_rate=config.learning_rate, pad_token_id=_pad_id(tokenizer),
-                                      seed=config.sft_seed, micro_batch_size=config.sft_micro_batch,
-                                      console=console)
-        report["arms"][arm].update({"losses": [round(x, 4) for x in losses],
-                                    "sft_s": round(time.perf_counter() - clock, 1)})
-        measure(arm, model)
+        weights = out / "arms" / WEIGHTS.format(arm=arm)
+        if arm in previous.get("evaluations", {}) and weights.exists():
+            model.load_state_dict(torch.load(weights, map_location="cpu"))
+            console.print(f"[bold]{arm}[/]: weights after SFT read from {weights}")
+        else:
+            clock = time.perf_counter()
+            steps = report["arms"][arm]["steps"]
+            losses = [round(x, 4) for x in supervised_fine_tune(
+                model, selected[arm], steps=steps, batch_size=config.sft_batch, learning_rate=config.learning_rate,
+                pad_token_id=_pad_id(tokenizer), seed=config.sft_seed, micro_batch_size=config.sft_micro_batch,
+                console=console)]
+            seconds = round(time.perf_counter() - clock, 1)
+            torch.save(model.state_dict(), weights)
+            before = report["arms"][arm].get("losses")
+            if before is None:
+                report["arms"][arm].update({"losses": losses, "sft_s": seconds})
+            elif losses == before:  # trained again to play new sets: the same model, so the earlier results stand
+                report["arms"][arm]["sft_again_s"] = seconds
+            else:  # another model than the one evaluated (e.g. other numerics): it plays every set again
+                console.print(f"[yellow]{arm}: trained again, its losses differ from the report's; every eval set "
+                              f"is played again[/]")
+                report["arms"][arm].update({"losses": losses, "sft_s": seconds, "losses_before": before})
+                forget(arm)
+                to_play = labels
+        measure(arm, model, to_play)
     report["paired"] = paired_table(report["per_task"], config.arms, config.bootstrap)
     report["load_end"] = list(os.getloadavg())
     report["wall_s"] = round(time.perf_counter() - started, 1)
+    report["parts"] = [*earlier_parts, {"started": started_at, "threads": config.threads, "load_start": load_start,
+                                        "load_end": report["load_end"], "wall_s": report["wall_s"]}]
     _write(out, report)
     (out / "results.md").write_text(results_markdown(report))
     return report
@@ -397,8 +461,9 @@ def results_markdown(report: dict[str, Any]) -> str:
     for key in report["per_task"]:
         cells = []
         for name in report["evaluations"]:
-            r = report["evaluations"][name][key]
-            cells.append(f"{r['successes']}/{r['tasks']} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]")
+            r = report["evaluations"][name].get(key)
+            cells.append("not played" if r is None else
+                         f"{r['successes']}/{r['tasks']} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]")
         lines.append(f"| {key} | " + " | ".join(cells) + " |")
     lines += ["", "| eval set | comparison | change (points) | 95% bootstrap | gained / lost | sign p |",
               "|---|---|---|---|---|---|"]
@@ -407,8 +472,8 @@ def results_markdown(report: dict[str, Any]) -> str:
             low, high = p["bootstrap95_points"]
             lines.append(f"| {key} | {name} | {p['change_points']:+.1f} | [{low:+.1f}, {high:+.1f}] | "
                          f"{p['gained']} / {p['lost']} | {p['sign_test_p']} |")
-    lines += ["", f"Wall time {report['wall_s']} s; load average {report['load_start']} at the start, "
-              f"{report['load_end']} at the end.", ""]
+    lines += [""] + [f"Part {i}: wall time {part['wall_s']} s; load average {part['load_start']} at the start, "
+                     f"{part['load_end']} at the end." for i, part in enumerate(report["parts"], 1)] + [""]
     return "\n".join(lines)
 
 

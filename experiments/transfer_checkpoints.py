@@ -37,6 +37,9 @@ from benchmarks.transfer import Evaluator, TransferConfig, default_eval_sets  # 
 from envgym.train.recipe import paired, summarize  # noqa: E402
 
 BEHAVIOUR = ("calls", "calls_ok", "questions", "authenticated")
+# How a tool's answer starts when the call failed: envgym's JSON error, and BFCL's executor text or a backend's
+# error dict, which BFCL passes on as Python's repr.
+ERROR_ANSWERS = ('{"error"', "{'error'", "Error during execution")
 
 
 def behaviour(messages: list[dict[str, Any]], auth_tool: str) -> dict[str, int]:
@@ -59,7 +62,7 @@ def behaviour(messages: list[dict[str, Any]], auth_tool: str) -> dict[str, int]:
             if answer.get("role") != "tool":
                 break
             answers.append(str(answer.get("content", "")))
-        ok = [a for a in answers if not a.lstrip().startswith('{"error"')]
+        ok = [a for a in answers if not a.lstrip().startswith(ERROR_ANSWERS)]
         counts["calls_ok"] += len(ok)
         if ok and auth_tool in text:
             counts["authenticated"] = 1
@@ -80,8 +83,8 @@ def play(evaluator: Evaluator, model: Any, tokenizer: Any, auth_tool: str, conso
             results[label], counts[label] = [], []
             for start in range(0, len(ids), len(envs)):
                 chunk = list(ids[start : start + len(envs)])
-                for episode in run_group(envs[: len(chunk)], chunk, sampler, evaluator.limits, temperature=0.0,
-                                         seed=seed + start):
+                for episode in run_group(envs[: len(chunk)], chunk, sampler, evaluator.limits[label],
+                                         temperature=0.0, seed=seed + start):
                     results[label].append(episode.reward >= 1.0)
                     counts[label].append(behaviour(episode.messages, auth_tool))
             console.print(f"  {label}: {sum(results[label])}/{len(ids)}")
@@ -124,7 +127,7 @@ def show(evaluator: Evaluator, policies: list[tuple[str, str | None]], wanted: l
         with float32(sampler):
             for label, ids in chosen.items():
                 envs = evaluator.sets[label][0]
-                for task, episode in zip(ids, run_group(envs[: len(ids)], ids, sampler, evaluator.limits,
+                for task, episode in zip(ids, run_group(envs[: len(ids)], ids, sampler, evaluator.limits[label],
                                                         temperature=0.0, seed=0), strict=True):
                     print(f"===== {name} {label}:{task} reward {episode.reward} {behaviour(episode.messages, auth_tool)}")
                     for message in episode.messages[1:]:
@@ -176,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policy", action="append", required=True, help="'base' or NAME=WEIGHTS; repeatable")
     parser.add_argument("--sets", default="retail,travel", help="labels of transfer.py's eval sets to play")
     parser.add_argument("--eval-tasks", type=int, default=30)
+    parser.add_argument("--multi-turn", type=int, default=0,
+                        help="BFCL multi_turn_base entries (set 'bfcl multi_turn_base', with that set's own limits)")
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--max-turns", type=int, default=6)
     parser.add_argument("--threads", type=int, default=2)
@@ -191,11 +196,11 @@ def main(argv: list[str] | None = None) -> int:
 
     policies = [parse_policy(p) for p in args.policy]
     wanted = [s.strip() for s in args.sets.split(",") if s.strip()]
-    sets = [s for s in default_eval_sets(args.eval_tasks, 0) if s.label in wanted]
+    sets = [s for s in default_eval_sets(args.eval_tasks, args.multi_turn) if s.label in wanted]
     unknown = set(wanted) - {s.label for s in sets}
     if unknown:
         raise SystemExit(f"--sets: unknown {sorted(unknown)}; transfer.py's sets are "
-                         f"{[s.label for s in default_eval_sets(1, 0)]}")
+                         f"{[s.label for s in default_eval_sets(1, 1)]}")
     config = TransferConfig(eval_sets=sets, max_new_tokens=args.max_new_tokens, max_turns=args.max_turns,
                             threads=args.threads)
     torch.set_num_threads(args.threads)
@@ -211,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = {"sets": wanted, "eval_tasks": args.eval_tasks, "max_new_tokens": args.max_new_tokens,
                 "max_turns": args.max_turns, "eval_seed": config.eval_seed,
                 "eval_sample_seed": config.eval_sample_seed}
+    if args.multi_turn:  # (a key only when used: reports written before it existed still resume)
+        settings["multi_turn"] = args.multi_turn
     report: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
     if report and report.get("settings") != settings:
         raise SystemExit(f"{path} was written with other settings: {report.get('settings')}")

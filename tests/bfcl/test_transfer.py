@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import envgym.train.sft as sft_module
 from benchmarks.transfer import (
     ARMS,
     OLDER_DATA,
@@ -96,3 +97,24 @@ def test_the_driver_trains_each_arm_on_equal_clean_tokens_and_pairs_it_with_the_
     assert resumed["arms"]["older"]["losses"] == report["arms"]["older"]["losses"]
     with pytest.raises(ValueError, match="differs in: token_budget"):
         run_transfer(config.model_copy(update={"token_budget": 151}), resume=True)
+
+    # A set added later (with its own limits) is played by every model, from the arms' kept weights: nothing is
+    # trained again, and what was measured before stays as it was.
+    assert all((tmp_path / "arms" / f"{arm}.pt").exists() for arm in ARMS)
+    trained: list[int] = []
+    real_sft = sft_module.supervised_fine_tune
+    monkeypatch.setattr(sft_module, "supervised_fine_tune", lambda *a, **k: trained.append(1) or real_sft(*a, **k))
+    played.clear()
+    extra = EvalSpec(label="bfcl multi_turn_base", env="envgym/bfcl-multi-turn-v0",
+                     kwargs={"category": "multi_turn_base"}, tasks=1, max_turns=2, max_sequence_tokens=8192)
+    grown = config.model_copy(update={"eval_sets": [*config.eval_sets, extra]})
+    extended = run_transfer(grown, resume=True)
+    assert trained == [] and len(played) == 1 + len(ARMS)
+    assert {k: v for k, v in extended["per_task"].items() if k != "bfcl multi_turn_base"} == report["per_task"]
+    assert set(extended["per_task"]["bfcl multi_turn_base"]) == {"base", *ARMS}
+    assert extended["eval_tasks"]["bfcl multi_turn_base"] and len(extended["parts"]) == 3
+    assert "bfcl multi_turn_base" in extended["paired"]
+    assert "| bfcl multi_turn_base |" in (tmp_path / "results.md").read_text()
+    with pytest.raises(ValueError, match="eval_sets"):  # an earlier set changed is another run, not an extension
+        changed = [config.eval_sets[0].model_copy(update={"tasks": 2}), *config.eval_sets[1:]]
+        run_transfer(config.model_copy(update={"eval_sets": changed}), resume=True)

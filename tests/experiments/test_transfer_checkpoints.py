@@ -45,3 +45,14 @@ def test_raw_turns_errors_and_a_failed_authentication() -> None:
     passed = [*opening, two, {"role": "tool", "content": "U0003"}, {"role": "tool", "content": '{"error": "x"}'}]
     assert behaviour(passed, AUTH) == {"calls": 2, "calls_ok": 1, "questions": 1, "authenticated": 1}
     assert behaviour(passed, "cancel_pending_order")["authenticated"] == 0
+
+
+def test_bfcl_error_answers_are_errors() -> None:
+    """BFCL's executor answers a bad call with text, and a backend's refusal is a dict in Python's repr."""
+    turns = [{"role": "user", "content": "move the file"}, call("mv", '{"source": "a"}'),
+             {"role": "tool", "content": "Error during execution: GorillaFileSystem.mv() missing 1 required "
+                                         "positional argument: 'destination'"},
+             call("cd", '{"folder": "nowhere"}'), {"role": "tool", "content": "{'error': 'cd: nowhere: No such "
+                                                                             "file or directory'}"},
+             call("ls", "{}"), {"role": "tool", "content": "{'current_directory_content': ['a']}"}]
+    assert behaviour(turns, AUTH) == {"calls": 3, "calls_ok": 1, "questions": 0, "authenticated": 0}
